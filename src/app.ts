@@ -1,0 +1,95 @@
+// Builds the Fastify application from its plugins and routes; server.ts listens, tests inject.
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
+import Fastify, { type FastifyInstance } from 'fastify'
+import { Redis } from 'ioredis'
+import type { Config } from './config.js'
+import type { Database } from './db/connect.js'
+import { EventWriter } from './domain/event-writer.js'
+import { ApiKeyVerifier, KeyUsageRecorder } from './domain/keys.js'
+import { healthRoutes } from './http/api/health.js'
+import { ingestRoutes } from './http/api/ingest.js'
+import { registerProblemHandlers } from './http/problem.js'
+import { MemoryRateLimitStore, type RateLimitStore, RedisRateLimitStore } from './http/rate-limit.js'
+
+export interface BuildOptions {
+  config: Config
+  database: Database
+  /** Pino options or false; tests pass false or a stream. */
+  logger?: boolean | Record<string, unknown>
+}
+
+export type App = FastifyInstance
+
+export const REDACTED_PATHS = [
+  'req.headers["x-api-key"]',
+  'req.headers.authorization',
+  'req.headers.cookie',
+  'res.headers["set-cookie"]',
+]
+
+export async function buildApp(options: BuildOptions): Promise<App> {
+  const { config, database } = options
+  const app = Fastify({
+    logger:
+      options.logger === undefined
+        ? { level: config.logLevel, redact: { paths: REDACTED_PATHS, censor: '[redacted]' } }
+        : options.logger,
+    trustProxy: config.trustProxy,
+    // Slow or stalled clients must not hold connections for ever.
+    requestTimeout: 30_000,
+    connectionTimeout: 60_000,
+    keepAliveTimeout: 65_000,
+    bodyLimit: 1024 * 1024,
+    return503OnClosing: true,
+    forceCloseConnections: 'idle',
+    routerOptions: { ignoreDuplicateSlashes: false },
+  }).withTypeProvider<TypeBoxTypeProvider>()
+
+  registerProblemHandlers(app)
+
+  let rateLimitStore: RateLimitStore = new MemoryRateLimitStore()
+  if (config.redisUrl) {
+    const redis = new Redis(config.redisUrl, { maxRetriesPerRequest: 1, enableOfflineQueue: false })
+    redis.on('error', (err) =>
+      app.log.warn({ err }, 'redis error; rate limits allow requests until it is back'),
+    )
+    app.addHook('onClose', async () => {
+      redis.disconnect()
+    })
+    rateLimitStore = new RedisRateLimitStore(redis)
+  }
+
+  const writer = new EventWriter(database.db)
+  const verifier = new ApiKeyVerifier(database.db, { ttlMs: config.keyCacheMs })
+  const usage = new KeyUsageRecorder(database.db, 10_000, (err) =>
+    app.log.warn({ err }, 'could not record API key last-used times; will retry'),
+  )
+  app.decorate('shiplog', { writer, verifier, usage, database, config })
+  app.addHook('onClose', async () => {
+    await writer.close()
+    await usage.flush().catch((err) => app.log.warn({ err }, 'could not record API key last-used times'))
+  })
+
+  await app.register(healthRoutes, { database })
+  await app.register(ingestRoutes, {
+    writer,
+    verifier,
+    usage,
+    rateLimitPerMinute: config.rateLimitPerMinute,
+    rateLimitStore,
+  })
+
+  return app
+}
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    shiplog: {
+      writer: EventWriter
+      verifier: ApiKeyVerifier
+      usage: KeyUsageRecorder
+      database: Database
+      config: Config
+    }
+  }
+}

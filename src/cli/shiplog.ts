@@ -1,0 +1,281 @@
+// The operator command: serve, migrate, users create, keys create|list|revoke.
+import { readFileSync } from 'node:fs'
+import { parseArgs } from 'node:util'
+import { ConfigError, loadConfig, redactUrl } from '../config.js'
+import { type Database, openDatabase } from '../db/connect.js'
+import { migrateToLatest } from '../db/migrate.js'
+import type { UserRole } from '../db/schema.js'
+import {
+  accountNameProblem,
+  createUser,
+  emailProblem,
+  ensureAccount,
+  findAccountByName,
+  hasControlCharacter,
+  UserExistsError,
+} from '../domain/accounts.js'
+import { isDatabaseUnavailable } from '../domain/database-errors.js'
+import { createApiKey, KEY_NAME_MAX, listApiKeys, revokeApiKey } from '../domain/keys.js'
+import { passwordProblem } from '../domain/passwords.js'
+import { serveUntilSignalled } from '../server.js'
+
+/** A failure to report in one line on stderr; exit code 1 unless said otherwise. */
+class CliError extends Error {
+  constructor(
+    message: string,
+    readonly exitCode = 1,
+  ) {
+    super(message)
+  }
+}
+
+const USAGE = `Usage: shiplog <command> [options]
+
+Commands:
+  serve [--port N] [--host ADDR]     start the server (runs migrations first)
+  migrate                            bring the database schema up to date
+  users create --account NAME --email EMAIL --password-stdin [--role admin|member]
+                                     create a user (and the account if it is new);
+                                     the password is read from standard input
+  keys create --account NAME --name LABEL
+                                     create an API key; prints only the key on stdout
+  keys list --account NAME           list the account's API keys
+  keys revoke --account NAME ID-OR-KEY
+                                     revoke a key by the id 'keys list' shows, or by the key
+
+Configuration comes from the environment: PORT, HOST, DATABASE_URL (default
+sqlite:./data/shiplog.db), SHIPLOG_SECRET, SHIPLOG_PUBLIC_URL, LOG_LEVEL, REDIS_URL,
+SHIPLOG_RATE_LIMIT. See the README for the full table.
+
+Options:
+  -h, --help       show this help
+  -v, --version    print the version`
+
+function packageVersion(): string {
+  const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as {
+    version: string
+  }
+  return pkg.version
+}
+
+function required(values: Record<string, unknown>, name: string, usage: string): string {
+  const value = values[name]
+  if (typeof value !== 'string' || value.trim() === '')
+    throw new CliError(`--${name} is required (${usage})`, 2)
+  return value
+}
+
+async function withDatabase<T>(fn: (database: Database) => Promise<T>): Promise<T> {
+  const config = loadConfig()
+  const database = openDatabase(config.database)
+  try {
+    await migrateToLatest(database)
+    return await fn(database)
+  } catch (err) {
+    if (isDatabaseUnavailable(err)) {
+      const where =
+        config.database.dialect === 'sqlite'
+          ? config.database.path
+          : redactUrl(config.database.connectionString)
+      throw new CliError(`database unavailable (${where}): ${(err as Error).message}`)
+    }
+    throw err
+  } finally {
+    await database.close()
+  }
+}
+
+async function readStdin(): Promise<string> {
+  if (process.stdin.isTTY) {
+    process.stderr.write('Password (input is shown; end with Enter, then Ctrl-D): ')
+  }
+  const chunks: Buffer[] = []
+  for await (const chunk of process.stdin) chunks.push(chunk as Buffer)
+  return Buffer.concat(chunks).toString('utf8')
+}
+
+async function usersCreate(args: string[]): Promise<void> {
+  const usage = 'shiplog users create --account NAME --email EMAIL --password-stdin [--role admin|member]'
+  const { values } = parseArgs({
+    args,
+    options: {
+      account: { type: 'string' },
+      email: { type: 'string' },
+      'password-stdin': { type: 'boolean' },
+      role: { type: 'string', default: 'admin' },
+    },
+    strict: true,
+  })
+  const account = required(values, 'account', usage)
+  const email = required(values, 'email', usage)
+  if (!values['password-stdin']) throw new CliError(`--password-stdin is required (${usage})`, 2)
+  const role = values.role
+  if (role !== 'admin' && role !== 'member')
+    throw new CliError(`--role must be admin or member, got "${role}"`, 2)
+  const accountProblem = accountNameProblem(account)
+  if (accountProblem) throw new CliError(`--account ${accountProblem}`, 2)
+  const badEmail = emailProblem(email)
+  if (badEmail) throw new CliError(`--email ${badEmail}`, 2)
+
+  // One trailing newline (from echo or a terminal) is not part of the password.
+  const password = (await readStdin()).replace(/\r?\n$/, '')
+  const badPassword = passwordProblem(password)
+  if (badPassword) throw new CliError(`password ${badPassword}`)
+
+  await withDatabase(async ({ db }) => {
+    const acct = await ensureAccount(db, account)
+    try {
+      const user = await createUser(db, { accountId: acct.id, email, password, role: role as UserRole })
+      process.stderr.write(`created ${user.role} ${user.email} in account "${acct.name}"\n`)
+    } catch (err) {
+      if (err instanceof UserExistsError) throw new CliError(err.message)
+      throw err
+    }
+  })
+}
+
+async function accountOrFail(database: Database, name: string) {
+  const account = await findAccountByName(database.db, name)
+  if (!account) {
+    throw new CliError(
+      `account "${name.trim()}" does not exist (create it with: shiplog users create --account ...)`,
+    )
+  }
+  return account
+}
+
+async function keysCreate(args: string[]): Promise<void> {
+  const usage = 'shiplog keys create --account NAME --name LABEL'
+  const { values } = parseArgs({
+    args,
+    options: { account: { type: 'string' }, name: { type: 'string' } },
+    strict: true,
+  })
+  const accountName = required(values, 'account', usage)
+  const name = required(values, 'name', usage).trim()
+  if ([...name].length > KEY_NAME_MAX)
+    throw new CliError(`--name must be at most ${KEY_NAME_MAX} characters`, 2)
+  if (hasControlCharacter(name)) throw new CliError('--name must not contain control characters', 2)
+  await withDatabase(async (database) => {
+    const account = await accountOrFail(database, accountName)
+    const { key } = await createApiKey(database.db, { accountId: account.id, name, createdBy: 'cli' })
+    // stdout carries the key alone so scripts can capture it: KEY=$(shiplog keys create ...)
+    process.stdout.write(`${key}\n`)
+  })
+}
+
+function formatTime(ms: number | null): string {
+  return ms === null ? '-' : new Date(ms).toISOString().replace(/\.\d{3}Z$/, 'Z')
+}
+
+async function keysList(args: string[]): Promise<void> {
+  const { values } = parseArgs({ args, options: { account: { type: 'string' } }, strict: true })
+  const accountName = required(values, 'account', 'shiplog keys list --account NAME')
+  await withDatabase(async (database) => {
+    const account = await accountOrFail(database, accountName)
+    const keys = await listApiKeys(database.db, account.id)
+    const rows = [
+      ['ID', 'NAME', 'PREFIX', 'CREATED', 'CREATED BY', 'LAST USED', 'STATUS'],
+      ...keys.map((k) => [
+        String(k.id),
+        k.name,
+        `${k.prefix}…`,
+        formatTime(k.created_at),
+        k.created_by,
+        formatTime(k.last_used_at),
+        k.revoked_at === null ? 'active' : `revoked ${formatTime(k.revoked_at)}`,
+      ]),
+    ]
+    const widths = rows[0]?.map((_, col) => Math.max(...rows.map((r) => [...(r[col] ?? '')].length))) ?? []
+    for (const row of rows) {
+      const line = row
+        .map((cell, col) => (col === row.length - 1 ? cell : cell.padEnd(widths[col] ?? 0)))
+        .join('  ')
+      process.stdout.write(`${line}\n`)
+    }
+  })
+}
+
+async function keysRevoke(args: string[]): Promise<void> {
+  const usage = 'shiplog keys revoke --account NAME ID-OR-KEY'
+  const { values, positionals } = parseArgs({
+    args,
+    options: { account: { type: 'string' } },
+    allowPositionals: true,
+    strict: true,
+  })
+  const accountName = required(values, 'account', usage)
+  if (positionals.length !== 1 || !positionals[0])
+    throw new CliError(`one key id or key is required (${usage})`, 2)
+  const ref = positionals[0]
+  await withDatabase(async (database) => {
+    const account = await accountOrFail(database, accountName)
+    const row = await revokeApiKey(database.db, account.id, ref)
+    if (!row)
+      throw new CliError(
+        `account "${account.name}" has no key ${/^\d+$/.test(ref) ? ref : 'matching that value'}`,
+      )
+    process.stderr.write(`revoked key ${row.id} (${row.name}, ${row.prefix}…)\n`)
+  })
+}
+
+async function serve(args: string[]): Promise<void> {
+  const { values } = parseArgs({
+    args,
+    options: { port: { type: 'string' }, host: { type: 'string' } },
+    strict: true,
+  })
+  const config = loadConfig(process.env, { port: values.port, host: values.host })
+  await serveUntilSignalled(config)
+}
+
+async function migrate(args: string[]): Promise<void> {
+  parseArgs({ args, options: {}, strict: true })
+  await withDatabase(async () => {})
+  process.stderr.write('database schema is up to date\n')
+}
+
+export async function main(argv: string[]): Promise<number> {
+  const [command, sub, ...rest] = argv
+  if (command === undefined || command === '-h' || command === '--help' || command === 'help') {
+    process.stdout.write(`${USAGE}\n`)
+    return command === undefined ? 2 : 0
+  }
+  if (command === '-v' || command === '--version') {
+    process.stdout.write(`${packageVersion()}\n`)
+    return 0
+  }
+  const wantsHelp = argv.includes('--help') || argv.includes('-h')
+  if (wantsHelp) {
+    process.stdout.write(`${USAGE}\n`)
+    return 0
+  }
+  try {
+    if (command === 'serve') await serve(argv.slice(1))
+    else if (command === 'migrate') await migrate(argv.slice(1))
+    else if (command === 'users' && sub === 'create') await usersCreate(rest)
+    else if (command === 'keys' && sub === 'create') await keysCreate(rest)
+    else if (command === 'keys' && sub === 'list') await keysList(rest)
+    else if (command === 'keys' && sub === 'revoke') await keysRevoke(rest)
+    else throw new CliError(`unknown command "${argv.slice(0, 2).join(' ')}" (see shiplog --help)`, 2)
+    return 0
+  } catch (err) {
+    if (err instanceof CliError) {
+      process.stderr.write(`shiplog: ${err.message}\n`)
+      return err.exitCode
+    }
+    if (err instanceof ConfigError) {
+      process.stderr.write(`shiplog: invalid configuration: ${err.message}\n`)
+      return 1
+    }
+    if (err instanceof TypeError && (err as NodeJS.ErrnoException).code?.startsWith('ERR_PARSE_ARGS')) {
+      process.stderr.write(`shiplog: ${err.message} (see shiplog --help)\n`)
+      return 2
+    }
+    process.stderr.write(`shiplog: ${err instanceof Error ? err.message : String(err)}\n`)
+    return 1
+  }
+}
+
+// serve keeps the process alive until a signal; every other command ends with its code.
+process.exitCode = await main(process.argv.slice(2))

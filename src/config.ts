@@ -1,0 +1,194 @@
+// Reads and validates the process environment once into a typed, frozen configuration.
+import { randomBytes } from 'node:crypto'
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { dirname, join, resolve } from 'node:path'
+
+export type DialectName = 'sqlite' | 'postgres'
+
+export type LogLevel = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent'
+const LOG_LEVELS: readonly LogLevel[] = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']
+
+export interface SqliteTarget {
+  readonly dialect: 'sqlite'
+  /** File path, or ':memory:' for a private in-memory database (tests). */
+  readonly path: string
+}
+
+export interface PostgresTarget {
+  readonly dialect: 'postgres'
+  readonly connectionString: string
+}
+
+export type DatabaseTarget = SqliteTarget | PostgresTarget
+
+export interface Config {
+  readonly port: number
+  readonly host: string
+  readonly database: DatabaseTarget
+  /** Session/cookie secret; null when it must come from the database (PostgreSQL without SHIPLOG_SECRET). */
+  readonly secret: string | null
+  readonly publicUrl: string | null
+  readonly logLevel: LogLevel
+  readonly redisUrl: string | null
+  /** Requests per minute allowed for one API key. */
+  readonly rateLimitPerMinute: number
+  /** How long a verified API key may be served from memory before the database is asked again. */
+  readonly keyCacheMs: number
+  readonly trustProxy: boolean
+}
+
+/** A configuration problem: the message is meant to be shown to the operator as is. */
+export class ConfigError extends Error {
+  override readonly name = 'ConfigError'
+}
+
+export const DEFAULT_DATABASE_URL = 'sqlite:./data/shiplog.db'
+
+/** Turns a DATABASE_URL into a connection target; throws ConfigError with a readable reason. */
+export function parseDatabaseUrl(url: string): DatabaseTarget {
+  if (url.startsWith('postgres://') || url.startsWith('postgresql://')) {
+    try {
+      new URL(url)
+    } catch {
+      throw new ConfigError(`DATABASE_URL is not a valid PostgreSQL URL: ${redactUrl(url)}`)
+    }
+    return { dialect: 'postgres', connectionString: url }
+  }
+  if (url.startsWith('sqlite:')) {
+    // Accept sqlite:./relative, sqlite:/absolute, sqlite:///absolute and sqlite::memory:.
+    let path = url.slice('sqlite:'.length)
+    if (path.startsWith('//')) path = path.slice(2)
+    if (path === '')
+      throw new ConfigError('DATABASE_URL "sqlite:" needs a file path, e.g. sqlite:./data/shiplog.db')
+    if (path === ':memory:') return { dialect: 'sqlite', path }
+    return { dialect: 'sqlite', path: resolve(path) }
+  }
+  throw new ConfigError(
+    `DATABASE_URL must start with sqlite: or postgres:// (got "${redactUrl(url)}"); e.g. ${DEFAULT_DATABASE_URL}`,
+  )
+}
+
+/** Hides a password in a connection URL so it can be printed. */
+export function redactUrl(url: string): string {
+  return url.replace(/(\/\/[^:/@]*:)[^@]*@/, '$1***@')
+}
+
+function parseInteger(name: string, raw: string, min: number, max: number): number {
+  if (!/^\d+$/.test(raw.trim())) throw new ConfigError(`${name} must be a whole number, got "${raw}"`)
+  const value = Number(raw.trim())
+  if (value < min || value > max)
+    throw new ConfigError(`${name} must be between ${min} and ${max}, got ${value}`)
+  return value
+}
+
+function parseBoolean(name: string, raw: string): boolean {
+  const v = raw.trim().toLowerCase()
+  if (['1', 'true', 'yes', 'on'].includes(v)) return true
+  if (['0', 'false', 'no', 'off', ''].includes(v)) return false
+  throw new ConfigError(`${name} must be true or false, got "${raw}"`)
+}
+
+export interface ConfigOverrides {
+  port?: string | undefined
+  host?: string | undefined
+  databaseUrl?: string | undefined
+}
+
+/** Builds the configuration from environment variables (and command-line overrides). */
+export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: ConfigOverrides = {}): Config {
+  const port = parseInteger('PORT', overrides.port ?? env.PORT ?? '8080', 0, 65535)
+  const host = (overrides.host ?? env.HOST ?? '127.0.0.1').trim()
+  if (host === '') throw new ConfigError('HOST must not be empty')
+
+  const database = parseDatabaseUrl(
+    (overrides.databaseUrl ?? env.DATABASE_URL ?? DEFAULT_DATABASE_URL).trim(),
+  )
+
+  const logLevel = (env.LOG_LEVEL ?? 'info').trim().toLowerCase() as LogLevel
+  if (!LOG_LEVELS.includes(logLevel)) {
+    throw new ConfigError(`LOG_LEVEL must be one of ${LOG_LEVELS.join(', ')}, got "${env.LOG_LEVEL}"`)
+  }
+
+  let publicUrl: string | null = null
+  if (env.SHIPLOG_PUBLIC_URL?.trim()) {
+    const raw = env.SHIPLOG_PUBLIC_URL.trim()
+    let parsed: URL
+    try {
+      parsed = new URL(raw)
+    } catch {
+      throw new ConfigError(`SHIPLOG_PUBLIC_URL must be an absolute http(s) URL, got "${raw}"`)
+    }
+    if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') {
+      throw new ConfigError(`SHIPLOG_PUBLIC_URL must be an absolute http(s) URL, got "${raw}"`)
+    }
+    publicUrl = raw.replace(/\/+$/, '')
+  }
+
+  let redisUrl: string | null = null
+  if (env.REDIS_URL?.trim()) {
+    redisUrl = env.REDIS_URL.trim()
+    if (!/^rediss?:\/\//.test(redisUrl)) {
+      throw new ConfigError(`REDIS_URL must start with redis:// or rediss://, got "${redactUrl(redisUrl)}"`)
+    }
+  }
+
+  const rateLimitPerMinute = parseInteger(
+    'SHIPLOG_RATE_LIMIT',
+    env.SHIPLOG_RATE_LIMIT ?? '600',
+    1,
+    10_000_000,
+  )
+
+  // One SQLite process sees every revocation itself, so no cache is needed there; instances sharing
+  // PostgreSQL may each hold a verified key this long after another instance revoked it.
+  const defaultCacheSeconds = database.dialect === 'postgres' ? '5' : '0'
+  const keyCacheMs =
+    parseInteger('SHIPLOG_KEY_CACHE_SECONDS', env.SHIPLOG_KEY_CACHE_SECONDS ?? defaultCacheSeconds, 0, 300) *
+    1000
+
+  const trustProxy = parseBoolean('SHIPLOG_TRUST_PROXY', env.SHIPLOG_TRUST_PROXY ?? 'false')
+
+  let secret: string | null = null
+  if (env.SHIPLOG_SECRET !== undefined && env.SHIPLOG_SECRET !== '') {
+    if (env.SHIPLOG_SECRET.length < 32) {
+      throw new ConfigError('SHIPLOG_SECRET must be at least 32 characters (try: openssl rand -hex 32)')
+    }
+    secret = env.SHIPLOG_SECRET
+  } else if (database.dialect === 'sqlite') {
+    secret = database.path === ':memory:' ? randomBytes(32).toString('hex') : secretFromDataDir(database.path)
+  }
+
+  return Object.freeze({
+    port,
+    host,
+    database: Object.freeze(database),
+    secret,
+    publicUrl,
+    logLevel,
+    redisUrl,
+    rateLimitPerMinute,
+    keyCacheMs,
+    trustProxy,
+  })
+}
+
+/** Reads the secret kept beside the SQLite file, creating it (mode 0600) on first start. */
+function secretFromDataDir(dbPath: string): string {
+  const file = join(dirname(dbPath), 'secret')
+  try {
+    const existing = readFileSync(file, 'utf8').trim()
+    if (existing.length >= 32) return existing
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') {
+      throw new ConfigError(`cannot read ${file}: ${(err as Error).message}`)
+    }
+  }
+  const secret = randomBytes(32).toString('hex')
+  try {
+    mkdirSync(dirname(file), { recursive: true })
+    writeFileSync(file, `${secret}\n`, { mode: 0o600, flag: 'w' })
+  } catch (err) {
+    throw new ConfigError(`cannot create ${file}: ${(err as Error).message}`)
+  }
+  return secret
+}

@@ -1,0 +1,67 @@
+// Opens the database named by the configuration as a Kysely handle (SQLite or PostgreSQL).
+import { mkdirSync } from 'node:fs'
+import { dirname } from 'node:path'
+import SqliteDatabase from 'better-sqlite3'
+import { Kysely, PostgresDialect, SqliteDialect } from 'kysely'
+import pg from 'pg'
+import type { DatabaseTarget, DialectName } from '../config.js'
+import type { DB } from './schema.js'
+
+// BIGINT (int8) columns hold ids and epoch milliseconds, both far below 2^53: read them as numbers,
+// the same runtime form better-sqlite3 gives.
+pg.types.setTypeParser(pg.types.builtins.INT8, (value: string) => Number.parseInt(value, 10))
+
+export interface Database {
+  readonly db: Kysely<DB>
+  readonly dialect: DialectName
+  /** The raw SQLite connection, for the few places that use its synchronous API directly. */
+  readonly sqlite: SqliteDatabase.Database | null
+  readonly pool: pg.Pool | null
+  close(): Promise<void>
+}
+
+export interface ConnectOptions {
+  /** Called when an idle PostgreSQL connection fails (the server went away); never fatal. */
+  onPoolError?: (err: Error) => void
+  poolSize?: number
+}
+
+export function openDatabase(target: DatabaseTarget, options: ConnectOptions = {}): Database {
+  if (target.dialect === 'sqlite') return openSqlite(target.path)
+  return openPostgres(target.connectionString, options)
+}
+
+function openSqlite(path: string): Database {
+  if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true })
+  const sqlite = new SqliteDatabase(path)
+  // WAL lets readers run beside the writer; synchronous=FULL fsyncs the WAL at every commit, so a
+  // committed event survives power loss, not only a process crash.
+  sqlite.pragma('journal_mode = WAL')
+  sqlite.pragma('synchronous = FULL')
+  sqlite.pragma('foreign_keys = ON')
+  sqlite.pragma('busy_timeout = 5000')
+  const db = new Kysely<DB>({ dialect: new SqliteDialect({ database: sqlite }) })
+  return {
+    db,
+    dialect: 'sqlite',
+    sqlite,
+    pool: null,
+    // Kysely's SQLite driver closes the better-sqlite3 handle itself.
+    close: () => db.destroy(),
+  }
+}
+
+function openPostgres(connectionString: string, options: ConnectOptions): Database {
+  const pool = new pg.Pool({
+    connectionString,
+    max: options.poolSize ?? 10,
+    // Fail fast when the server is away, so requests get a 503 instead of hanging.
+    connectionTimeoutMillis: 5000,
+    idleTimeoutMillis: 30_000,
+    statement_timeout: 15_000,
+    application_name: 'shiplog',
+  })
+  pool.on('error', (err) => options.onPoolError?.(err))
+  const db = new Kysely<DB>({ dialect: new PostgresDialect({ pool }) })
+  return { db, dialect: 'postgres', sqlite: null, pool, close: () => db.destroy() }
+}

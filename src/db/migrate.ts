@@ -1,0 +1,37 @@
+// Brings the schema up to date; safe when several instances start at the same moment.
+import { type Migration, type MigrationProvider, Migrator } from 'kysely'
+import type { Database } from './connect.js'
+import { initialSchema } from './migrations/2026_11_21_0001_initial.js'
+
+function provider(database: Database): MigrationProvider {
+  return {
+    async getMigrations(): Promise<Record<string, Migration>> {
+      // Names sort in the order they must run; files are frozen once they land.
+      return {
+        '2026_11_21_0001_initial': initialSchema(database.dialect),
+      }
+    },
+  }
+}
+
+export interface MigrationOutcome {
+  applied: string[]
+}
+
+/**
+ * Kysely's migrator holds a lock for the whole run (pg_advisory_xact_lock on PostgreSQL, the
+ * database write lock on SQLite) and runs each migration in a transaction, so concurrent starts
+ * serialise and the later ones find nothing left to do.
+ */
+export async function migrateToLatest(database: Database): Promise<MigrationOutcome> {
+  const migrator = new Migrator({ db: database.db, provider: provider(database) })
+  const { error, results } = await migrator.migrateToLatest()
+  if (error) {
+    const failed = results?.find((r) => r.status === 'Error')
+    const reason = error instanceof Error ? error.message : String(error)
+    throw new Error(
+      failed ? `migration ${failed.migrationName} failed: ${reason}` : `migration failed: ${reason}`,
+    )
+  }
+  return { applied: (results ?? []).filter((r) => r.status === 'Success').map((r) => r.migrationName) }
+}

@@ -1,0 +1,88 @@
+// Table interfaces for Kysely: the one description of what the database holds.
+import type { Generated, Insertable, Selectable } from 'kysely'
+
+/** Milliseconds since the Unix epoch, UTC. Both databases store times this way (BIGINT). */
+export type EpochMs = number
+
+export interface AccountsTable {
+  id: Generated<number>
+  name: string
+  created_at: EpochMs
+}
+
+export type UserRole = 'admin' | 'member'
+
+export interface UsersTable {
+  id: Generated<number>
+  account_id: number
+  /** Lower-cased; unique across the installation because login asks only for the address. */
+  email: string
+  password_hash: string
+  role: UserRole
+  created_at: EpochMs
+}
+
+export interface ApiKeysTable {
+  id: Generated<number>
+  account_id: number
+  name: string
+  /** First characters of the key, shown so people can tell keys apart. */
+  prefix: string
+  /** Hex SHA-256 of the whole key; the plaintext is never stored. */
+  digest: string
+  created_at: EpochMs
+  /** Who created it, as shown in the UI: a user's email, or "cli". */
+  created_by: string
+  created_by_user_id: number | null
+  last_used_at: EpochMs | null
+  revoked_at: EpochMs | null
+}
+
+export type EventSource = 'put-get' | 'put-post' | 'deploy'
+export type EventStatus = 'Deploying' | 'Deployed' | 'Failed'
+
+export interface EventsTable {
+  id: Generated<number>
+  account_id: number
+  service: string
+  environment: string
+  version: string
+  status: EventStatus
+  url: string | null
+  commit_sha: string | null
+  description: string | null
+  deployer: string | null
+  source: EventSource
+  api_key_id: number | null
+  /** Copied from the key at write time so exports need no join and survive key renames. */
+  api_key_name: string | null
+  received_at: EpochMs
+}
+
+export interface IdempotencyKeysTable {
+  account_id: number
+  idem_key: string
+  /** Null only inside the transaction that claims the key, before its event exists. */
+  event_id: number | null
+  created_at: EpochMs
+}
+
+export interface SettingsTable {
+  name: string
+  value: string
+}
+
+export interface DB {
+  accounts: AccountsTable
+  users: UsersTable
+  api_keys: ApiKeysTable
+  events: EventsTable
+  idempotency_keys: IdempotencyKeysTable
+  settings: SettingsTable
+}
+
+export type Account = Selectable<AccountsTable>
+export type User = Selectable<UsersTable>
+export type ApiKeyRow = Selectable<ApiKeysTable>
+export type EventRow = Selectable<EventsTable>
+export type NewEvent = Insertable<EventsTable>

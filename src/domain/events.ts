@@ -1,0 +1,170 @@
+// Deployment events: validating what callers send and turning stored rows into the public shape.
+import type { EventRow, EventSource, EventStatus } from '../db/schema.js'
+
+export const EVENT_STATUSES: readonly EventStatus[] = ['Deploying', 'Deployed', 'Failed']
+
+/** A validated event, ready to store. */
+export interface EventInput {
+  service: string
+  environment: string
+  version: string
+  status: EventStatus
+  url: string | null
+  commit: string | null
+  description: string | null
+  deployer: string | null
+}
+
+export interface FieldError {
+  field: string
+  message: string
+}
+
+export type Validation<T> = { ok: true; value: T } | { ok: false; errors: FieldError[] }
+
+/** The names one request form uses for the two fields that differ between forms. */
+export interface FieldNames {
+  service: 'app' | 'service'
+  environment: 'env' | 'environment'
+}
+
+export const LEGACY_NAMES: FieldNames = { service: 'app', environment: 'env' }
+export const DEPLOY_NAMES: FieldNames = { service: 'service', environment: 'environment' }
+
+const LIMITS = {
+  service: 100,
+  environment: 100,
+  version: 200,
+  url: 2048,
+  commit: 200,
+  description: 500,
+  deployer: 200,
+} as const
+
+function codePointLength(value: string): number {
+  let n = 0
+  for (const _ of value) n++
+  return n
+}
+
+function controlCharacter(value: string): boolean {
+  for (let i = 0; i < value.length; i++) {
+    const c = value.charCodeAt(i)
+    if (c <= 0x1f || c === 0x7f) return true
+  }
+  return false
+}
+
+/** Unpaired UTF-16 surrogates cannot be stored as UTF-8 text, so they are refused like control bytes. */
+function loneSurrogate(value: string): boolean {
+  return !value.isWellFormed()
+}
+
+type FieldCheck = { value: string | null; error?: string }
+
+function checkText(raw: unknown, limit: number, required: boolean): FieldCheck {
+  if (raw === undefined || raw === null)
+    return required ? { value: null, error: 'is required' } : { value: null }
+  if (Array.isArray(raw)) return { value: null, error: 'must be given once, not repeated' }
+  if (typeof raw !== 'string') return { value: null, error: 'must be a string' }
+  const value = raw.trim()
+  if (value === '') return required ? { value: null, error: 'must not be empty' } : { value: null }
+  if (controlCharacter(value)) return { value: null, error: 'must not contain control characters' }
+  if (loneSurrogate(value)) return { value: null, error: 'must be valid Unicode text' }
+  if (codePointLength(value) > limit) return { value: null, error: `must be at most ${limit} characters` }
+  return { value }
+}
+
+function canonicalStatus(value: string): EventStatus | undefined {
+  const lower = value.toLowerCase()
+  return EVENT_STATUSES.find((s) => s.toLowerCase() === lower)
+}
+
+function own(fields: Record<string, unknown>, name: string): unknown {
+  return Object.hasOwn(fields, name) ? fields[name] : undefined
+}
+
+/**
+ * Checks the fields of one request and lists every problem at once. Values are trimmed; extras the
+ * service does not know are ignored.
+ */
+export function validateEventFields(
+  fields: Record<string, unknown>,
+  names: FieldNames,
+): Validation<EventInput> {
+  const errors: FieldError[] = []
+  const take = (field: string, limit: number, required: boolean): string | null => {
+    const result = checkText(own(fields, field), limit, required)
+    if (result.error) errors.push({ field, message: `${field} ${result.error}` })
+    return result.value
+  }
+
+  const service = take(names.service, LIMITS.service, true)
+  const environment = take(names.environment, LIMITS.environment, true)
+  const version = take('version', LIMITS.version, true)
+  const statusText = take('status', 100, true)
+  let status: EventStatus | undefined
+  if (statusText !== null) {
+    status = canonicalStatus(statusText)
+    if (!status) {
+      errors.push({ field: 'status', message: `status must be one of ${EVENT_STATUSES.join(', ')}` })
+    }
+  } else if (!errors.some((e) => e.field === 'status')) {
+    errors.push({ field: 'status', message: `status must be one of ${EVENT_STATUSES.join(', ')}` })
+  }
+
+  const url = take('url', LIMITS.url, false)
+  if (url !== null && !isWebUrl(url)) {
+    errors.push({ field: 'url', message: 'url must be an absolute http:// or https:// URL' })
+  }
+  const commit = take('commit', LIMITS.commit, false)
+  const description = take('description', LIMITS.description, false)
+  const deployer = take('deployer', LIMITS.deployer, false)
+
+  if (errors.length > 0 || service === null || environment === null || version === null || !status) {
+    return { ok: false, errors }
+  }
+  return { ok: true, value: { service, environment, version, status, url, commit, description, deployer } }
+}
+
+function isWebUrl(value: string): boolean {
+  try {
+    const u = new URL(value)
+    return u.protocol === 'http:' || u.protocol === 'https:'
+  } catch {
+    return false
+  }
+}
+
+/** The public shape of a stored event: the 201 body, and one record of the JSON export. */
+export interface PublicEvent {
+  id: number
+  received_at: string
+  service: string
+  environment: string
+  version: string
+  status: EventStatus
+  url: string | null
+  commit: string | null
+  description: string | null
+  deployer: string | null
+  source: EventSource
+  api_key_name: string | null
+}
+
+export function toPublicEvent(row: EventRow): PublicEvent {
+  return {
+    id: row.id,
+    received_at: new Date(row.received_at).toISOString(),
+    service: row.service,
+    environment: row.environment,
+    version: row.version,
+    status: row.status,
+    url: row.url,
+    commit: row.commit_sha,
+    description: row.description,
+    deployer: row.deployer,
+    source: row.source,
+    api_key_name: row.api_key_name,
+  }
+}

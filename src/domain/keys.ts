@@ -1,0 +1,191 @@
+// API keys: creation (shown once), lookup by digest, revocation, and last-used bookkeeping.
+import { createHash, randomInt } from 'node:crypto'
+import type { Kysely } from 'kysely'
+import type { ApiKeyRow, DB } from '../db/schema.js'
+
+const BASE62 = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz'
+export const KEY_PREFIX = 'shl_'
+const KEY_RANDOM_LENGTH = 40 // 40 base62 characters: about 238 bits
+const DISPLAY_PREFIX_LENGTH = KEY_PREFIX.length + 8
+export const KEY_PATTERN = /^shl_[0-9A-Za-z]{32,128}$/
+export const KEY_NAME_MAX = 100
+
+export function generateApiKey(): string {
+  let out = KEY_PREFIX
+  for (let i = 0; i < KEY_RANDOM_LENGTH; i++) out += BASE62[randomInt(BASE62.length)]
+  return out
+}
+
+export function digestApiKey(key: string): string {
+  return createHash('sha256').update(key, 'utf8').digest('hex')
+}
+
+export interface CreatedApiKey {
+  /** The plaintext: returned once, never stored. */
+  key: string
+  row: ApiKeyRow
+}
+
+export async function createApiKey(
+  db: Kysely<DB>,
+  input: { accountId: number; name: string; createdBy: string; createdByUserId?: number | null },
+): Promise<CreatedApiKey> {
+  const key = generateApiKey()
+  const row = await db
+    .insertInto('api_keys')
+    .values({
+      account_id: input.accountId,
+      name: input.name.trim(),
+      prefix: key.slice(0, DISPLAY_PREFIX_LENGTH),
+      digest: digestApiKey(key),
+      created_at: Date.now(),
+      created_by: input.createdBy,
+      created_by_user_id: input.createdByUserId ?? null,
+      last_used_at: null,
+      revoked_at: null,
+    })
+    .returningAll()
+    .executeTakeFirstOrThrow()
+  return { key, row }
+}
+
+export async function listApiKeys(db: Kysely<DB>, accountId: number): Promise<ApiKeyRow[]> {
+  return db
+    .selectFrom('api_keys')
+    .selectAll()
+    .where('account_id', '=', accountId)
+    .orderBy('id', 'asc')
+    .execute()
+}
+
+/**
+ * Revokes one of the account's keys, named by its id or by the full key. Returns the row, or
+ * undefined when the account has no such key. Revoking twice keeps the first time.
+ */
+export async function revokeApiKey(
+  db: Kysely<DB>,
+  accountId: number,
+  idOrKey: string,
+): Promise<ApiKeyRow | undefined> {
+  const ref = idOrKey.trim()
+  let query = db.selectFrom('api_keys').selectAll().where('account_id', '=', accountId)
+  if (/^\d{1,15}$/.test(ref)) query = query.where('id', '=', Number(ref))
+  else if (KEY_PATTERN.test(ref)) query = query.where('digest', '=', digestApiKey(ref))
+  else return undefined
+  const row = await query.executeTakeFirst()
+  if (!row) return undefined
+  if (row.revoked_at !== null) return row
+  const revokedAt = Date.now()
+  await db.updateTable('api_keys').set({ revoked_at: revokedAt }).where('id', '=', row.id).execute()
+  return { ...row, revoked_at: revokedAt }
+}
+
+/** What a request learns about the key that authenticated it. */
+export interface VerifiedKey {
+  id: number
+  accountId: number
+  name: string
+}
+
+/** Looks a presented key up; undefined for malformed, unknown and revoked keys alike. */
+export async function findActiveKey(db: Kysely<DB>, presented: string): Promise<VerifiedKey | undefined> {
+  if (!KEY_PATTERN.test(presented)) return undefined
+  const row = await db
+    .selectFrom('api_keys')
+    .select(['id', 'account_id', 'name', 'revoked_at'])
+    .where('digest', '=', digestApiKey(presented))
+    .executeTakeFirst()
+  if (!row || row.revoked_at !== null) return undefined
+  return { id: row.id, accountId: row.account_id, name: row.name }
+}
+
+/**
+ * Verifies keys with a short-lived in-memory cache keyed by digest. A revocation made through this
+ * process drops the entry at once; one made elsewhere is seen within `ttlMs`.
+ */
+export class ApiKeyVerifier {
+  readonly #cache = new Map<string, { key: VerifiedKey; expires: number }>()
+  readonly #ttlMs: number
+  readonly #maxEntries: number
+
+  constructor(
+    private readonly db: Kysely<DB>,
+    options: { ttlMs: number; maxEntries?: number },
+  ) {
+    this.#ttlMs = options.ttlMs
+    this.#maxEntries = options.maxEntries ?? 10_000
+  }
+
+  async verify(presented: string): Promise<VerifiedKey | undefined> {
+    if (this.#ttlMs <= 0) return findActiveKey(this.db, presented)
+    if (!KEY_PATTERN.test(presented)) return undefined
+    const digest = digestApiKey(presented)
+    const hit = this.#cache.get(digest)
+    const now = Date.now()
+    if (hit && hit.expires > now) return hit.key
+    const key = await findActiveKey(this.db, presented)
+    if (key) {
+      if (this.#cache.size >= this.#maxEntries) this.#cache.clear()
+      this.#cache.set(digest, { key, expires: now + this.#ttlMs })
+    } else {
+      this.#cache.delete(digest)
+    }
+    return key
+  }
+
+  /** Forget a key at once (after this process revoked it). */
+  forget(keyId: number): void {
+    for (const [digest, entry] of this.#cache) if (entry.key.id === keyId) this.#cache.delete(digest)
+  }
+}
+
+/**
+ * Remembers when each key was last used and writes that down every few seconds, so recording an
+ * event costs no extra write. Times only move forward, even with several instances writing.
+ */
+export class KeyUsageRecorder {
+  readonly #pending = new Map<number, number>()
+  #timer: NodeJS.Timeout | null = null
+
+  constructor(
+    private readonly db: Kysely<DB>,
+    private readonly intervalMs = 10_000,
+    private readonly onError: (err: unknown) => void = () => {},
+  ) {}
+
+  touch(keyId: number, at: number): void {
+    this.#pending.set(keyId, at)
+    if (!this.#timer) {
+      this.#timer = setTimeout(() => {
+        this.#timer = null
+        this.flush().catch(this.onError)
+      }, this.intervalMs)
+      this.#timer.unref()
+    }
+  }
+
+  async flush(): Promise<void> {
+    if (this.#timer) {
+      clearTimeout(this.#timer)
+      this.#timer = null
+    }
+    const batch = [...this.#pending]
+    this.#pending.clear()
+    for (let i = 0; i < batch.length; i++) {
+      const [keyId, at] = batch[i] as [number, number]
+      try {
+        await this.db
+          .updateTable('api_keys')
+          .set({ last_used_at: at })
+          .where('id', '=', keyId)
+          .where((eb) => eb.or([eb('last_used_at', 'is', null), eb('last_used_at', '<', at)]))
+          .execute()
+      } catch (err) {
+        // Keep what was not written for the next round (a newer touch wins); bookkeeping must not
+        // lose the times because the database blinked.
+        for (const [id, time] of batch.slice(i)) if (!this.#pending.has(id)) this.touch(id, time)
+        throw err
+      }
+    }
+  }
+}

@@ -1,0 +1,32 @@
+// Liveness (/healthz: the process answers) and readiness (/readyz: the database answers too).
+import type { FastifyPluginAsync } from 'fastify'
+import { sql } from 'kysely'
+import { Type } from 'typebox'
+import type { Database } from '../../db/connect.js'
+import { problems, sendProblem } from '../problem.js'
+
+const READY_TIMEOUT_MS = 2000
+
+export const healthRoutes: FastifyPluginAsync<{ database: Database }> = async (app, { database }) => {
+  const Ok = Type.Object({ status: Type.Literal('ok') })
+
+  app.get('/healthz', { schema: { response: { 200: Ok } } }, async () => ({ status: 'ok' as const }))
+
+  app.get('/readyz', async (request, reply) => {
+    let timer: NodeJS.Timeout | undefined
+    try {
+      await Promise.race([
+        sql`select 1`.execute(database.db),
+        new Promise((_, reject) => {
+          timer = setTimeout(() => reject(new Error('readiness check timed out')), READY_TIMEOUT_MS)
+        }),
+      ])
+      return { status: 'ok', database: database.dialect }
+    } catch (err) {
+      request.log.warn({ err }, 'readiness check failed')
+      return sendProblem(reply, problems.unavailable())
+    } finally {
+      clearTimeout(timer)
+    }
+  })
+}

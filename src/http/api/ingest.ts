@@ -1,0 +1,231 @@
+// The three ways to record an event: GET /put, POST /put (legacy) and POST /deploy (newer).
+import { parse as parseQueryString } from 'node:querystring'
+import type { FastifyInstance, FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify'
+import { Type } from 'typebox'
+import type { EventSource } from '../../db/schema.js'
+import type { EventWriter } from '../../domain/event-writer.js'
+import {
+  DEPLOY_NAMES,
+  type FieldError,
+  type FieldNames,
+  LEGACY_NAMES,
+  toPublicEvent,
+  validateEventFields,
+} from '../../domain/events.js'
+import type { ApiKeyVerifier, KeyUsageRecorder, VerifiedKey } from '../../domain/keys.js'
+import { HttpProblem, methodNotAllowed, problems } from '../problem.js'
+import { checkRateLimit, type RateLimitStore } from '../rate-limit.js'
+
+export const INGEST_BODY_LIMIT = 16 * 1024
+const IDEMPOTENCY_KEY_MAX = 200
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    apiKey: VerifiedKey | null
+  }
+}
+
+export interface IngestOptions {
+  writer: EventWriter
+  verifier: ApiKeyVerifier
+  usage: KeyUsageRecorder
+  rateLimitPerMinute: number
+  rateLimitStore: RateLimitStore
+}
+
+const NullableString = Type.Union([Type.String(), Type.Null()])
+
+/** The stored event, as every form answers it. */
+export const EventResponse = Type.Object({
+  id: Type.Integer({ minimum: 1 }),
+  received_at: Type.String(),
+  service: Type.String(),
+  environment: Type.String(),
+  version: Type.String(),
+  status: Type.String(),
+  url: NullableString,
+  commit: NullableString,
+  description: NullableString,
+  deployer: NullableString,
+  source: Type.String(),
+  api_key_name: NullableString,
+})
+
+const ProblemResponse = Type.Object(
+  {
+    type: Type.String(),
+    title: Type.String(),
+    status: Type.Integer(),
+    detail: Type.String(),
+    errors: Type.Optional(Type.Array(Type.Object({ field: Type.String(), message: Type.String() }))),
+  },
+  { additionalProperties: true },
+)
+
+const responses = {
+  200: EventResponse,
+  201: EventResponse,
+  '4xx': ProblemResponse,
+  '5xx': ProblemResponse,
+}
+
+/** Reads the key from X-API-Key (any case) or Authorization: Bearer. */
+export function presentedKey(request: FastifyRequest): string | undefined {
+  const header = request.headers['x-api-key']
+  if (typeof header === 'string' && header.trim() !== '') return header.trim()
+  const authorization = request.headers.authorization
+  if (typeof authorization === 'string') {
+    const match = /^Bearer\s+(\S+)\s*$/i.exec(authorization)
+    if (match?.[1]) return match[1]
+  }
+  return undefined
+}
+
+const utf8 = new TextDecoder('utf-8', { fatal: true })
+
+/**
+ * Decodes a request body into fields. Pipelines send JSON under any content type (curl -d labels
+ * it form-encoded), so a body that looks like JSON is parsed as JSON whatever the label says; a
+ * form-encoded body that is not JSON is read as form fields.
+ */
+export function parseEventBody(raw: Buffer, contentType: string | undefined): Record<string, unknown> {
+  let text: string
+  try {
+    text = utf8.decode(raw)
+  } catch {
+    throw problems.badBody('The request body is not valid UTF-8.')
+  }
+  if (text.charCodeAt(0) === 0xfeff) text = text.slice(1)
+  const trimmed = text.trim()
+  if (trimmed === '') return {}
+  const mediaType = (contentType ?? '').split(';')[0]?.trim().toLowerCase() ?? ''
+  if (
+    mediaType === 'application/x-www-form-urlencoded' &&
+    !trimmed.startsWith('{') &&
+    !trimmed.startsWith('[')
+  ) {
+    return { ...parseQueryString(trimmed) }
+  }
+  let value: unknown
+  try {
+    value = JSON.parse(trimmed)
+  } catch (err) {
+    throw problems.badBody(`The request body is not valid JSON: ${(err as Error).message}`)
+  }
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    throw problems.badBody('The request body must be a JSON object, e.g. {"service": "…", …}.')
+  }
+  return value as Record<string, unknown>
+}
+
+function idempotencyKey(request: FastifyRequest): string | null {
+  const raw = request.headers['idempotency-key']
+  if (raw === undefined) return null
+  const value = (Array.isArray(raw) ? raw.join(',') : raw).trim()
+  const errors: FieldError[] = []
+  if (value === '') errors.push({ field: 'Idempotency-Key', message: 'Idempotency-Key must not be empty' })
+  else if (value.length > IDEMPOTENCY_KEY_MAX) {
+    errors.push({
+      field: 'Idempotency-Key',
+      message: `Idempotency-Key must be at most ${IDEMPOTENCY_KEY_MAX} characters`,
+    })
+  }
+  if (errors.length > 0) throw problems.invalidFields(errors)
+  return value
+}
+
+export const ingestRoutes: FastifyPluginAsync<IngestOptions> = async (app, options) => {
+  const { writer, verifier, usage } = options
+
+  // Wrong methods are answered before any key is checked.
+  methodNotAllowed(app, '/put', ['GET', 'POST'])
+  methodNotAllowed(app, '/deploy', ['POST'])
+
+  await app.register(async (scope: FastifyInstance) => {
+    scope.decorateRequest('apiKey', null)
+    scope.removeAllContentTypeParsers()
+    scope.addContentTypeParser(
+      '*',
+      { parseAs: 'buffer', bodyLimit: INGEST_BODY_LIMIT },
+      (request, body, done) => {
+        try {
+          done(null, parseEventBody(body as Buffer, request.headers['content-type']))
+        } catch (err) {
+          done(err as Error, undefined)
+        }
+      },
+    )
+
+    scope.addHook('onRequest', async (request, reply) => {
+      const presented = presentedKey(request)
+      if (presented === undefined) throw problems.missingKey()
+      const key = await verifier.verify(presented)
+      if (!key) throw problems.invalidKey()
+      request.apiKey = key
+      // One budget per key across all three forms, counted before the body is read.
+      const decision = await checkRateLimit(
+        options.rateLimitStore,
+        `key:${key.id}`,
+        options.rateLimitPerMinute,
+        60_000,
+        (err) => request.log.warn({ err }, 'rate limit store unavailable; request allowed'),
+      )
+      reply.headers(decision.headers)
+      if (!decision.allowed) {
+        throw new HttpProblem(
+          429,
+          'rate-limited',
+          'Too many requests',
+          `This API key may send ${options.rateLimitPerMinute} requests a minute; retry in ${decision.headers['retry-after']} s.`,
+        )
+      }
+    })
+
+    const record = (
+      source: EventSource,
+      names: FieldNames,
+      pick: (r: FastifyRequest) => Record<string, unknown>,
+    ) =>
+      async function recordEvent(request: FastifyRequest, reply: FastifyReply) {
+        const key = request.apiKey
+        if (!key) throw problems.invalidKey()
+        const idemKey = idempotencyKey(request)
+        const result = validateEventFields(pick(request), names)
+        if (!result.ok) throw problems.invalidFields(result.errors)
+        const receivedAt = Date.now()
+        const outcome = await writer.record({
+          accountId: key.accountId,
+          apiKeyId: key.id,
+          apiKeyName: key.name,
+          source,
+          input: result.value,
+          idempotencyKey: idemKey,
+          receivedAt,
+        })
+        usage.touch(key.id, receivedAt)
+        if (outcome.replayed) reply.header('idempotent-replayed', 'true')
+        return reply.code(outcome.replayed ? 200 : 201).send(toPublicEvent(outcome.event))
+      }
+
+    const queryFields = (request: FastifyRequest) => (request.query ?? {}) as Record<string, unknown>
+    const bodyFields = (request: FastifyRequest) => {
+      const body = (request.body ?? {}) as Record<string, unknown>
+      // A bodiless POST /put with the fields in the query string is read like GET /put.
+      return Object.keys(body).length === 0 ? queryFields(request) : body
+    }
+
+    scope.get('/put', {
+      exposeHeadRoute: false,
+      schema: { response: responses },
+      handler: record('put-get', LEGACY_NAMES, queryFields),
+    })
+    scope.post('/put', {
+      schema: { response: responses },
+      handler: record('put-post', LEGACY_NAMES, bodyFields),
+    })
+    scope.post('/deploy', {
+      schema: { response: responses },
+      handler: record('deploy', DEPLOY_NAMES, (request) => (request.body ?? {}) as Record<string, unknown>),
+    })
+  })
+}

@@ -1,0 +1,179 @@
+// RFC 9457 problem details: the one error shape every route answers with.
+import { STATUS_CODES } from 'node:http'
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import { isDatabaseUnavailable } from '../domain/database-errors.js'
+import { WriterClosedError } from '../domain/event-writer.js'
+import type { FieldError } from '../domain/events.js'
+
+export const PROBLEM_CONTENT_TYPE = 'application/problem+json; charset=utf-8'
+
+export interface ProblemBody {
+  type: string
+  title: string
+  status: number
+  detail: string
+  errors?: FieldError[]
+  [extension: string]: unknown
+}
+
+/** An error that carries the problem to answer with; thrown by routes and hooks. */
+export class HttpProblem extends Error {
+  override readonly name = 'HttpProblem'
+  constructor(
+    readonly status: number,
+    readonly slug: string,
+    readonly title: string,
+    readonly detail: string,
+    readonly extra: { errors?: FieldError[]; headers?: Record<string, string> } = {},
+  ) {
+    super(detail)
+  }
+
+  toBody(): ProblemBody {
+    const body: ProblemBody = {
+      type: problemType(this.slug),
+      title: this.title,
+      status: this.status,
+      detail: this.detail,
+    }
+    if (this.extra.errors) body.errors = this.extra.errors
+    return body
+  }
+}
+
+export function problemType(slug: string): string {
+  return `urn:shiplog:problem:${slug}`
+}
+
+export const problems = {
+  missingKey: () =>
+    new HttpProblem(
+      401,
+      'missing-api-key',
+      'API key required',
+      'Send your API key in the X-API-Key header (or Authorization: Bearer <key>).',
+      { headers: { 'www-authenticate': 'Bearer realm="shiplog"' } },
+    ),
+  // One answer for malformed, unknown and revoked keys, so a caller learns nothing about which.
+  invalidKey: () =>
+    new HttpProblem(401, 'invalid-api-key', 'Invalid API key', 'The API key is not valid.', {
+      headers: { 'www-authenticate': 'Bearer realm="shiplog", error="invalid_token"' },
+    }),
+  badBody: (detail: string) => new HttpProblem(400, 'malformed-body', 'Malformed request body', detail),
+  invalidFields: (errors: FieldError[]) =>
+    new HttpProblem(
+      422,
+      'invalid-fields',
+      'Invalid event',
+      errors.length === 1
+        ? (errors[0]?.message ?? 'One field is invalid.')
+        : `${errors.length} fields are invalid.`,
+      { errors },
+    ),
+  unavailable: () =>
+    new HttpProblem(
+      503,
+      'database-unavailable',
+      'Service unavailable',
+      'The database is unavailable; nothing was recorded. Retry shortly.',
+      { headers: { 'retry-after': '5' } },
+    ),
+}
+
+export function sendProblem(reply: FastifyReply, problem: HttpProblem): FastifyReply {
+  for (const [name, value] of Object.entries(problem.extra.headers ?? {})) reply.header(name, value)
+  return reply.code(problem.status).type(PROBLEM_CONTENT_TYPE).send(problem.toBody())
+}
+
+function generic(status: number, slug: string, detail: string): HttpProblem {
+  return new HttpProblem(status, slug, STATUS_CODES[status] ?? 'Error', detail)
+}
+
+/** Maps anything thrown during a request to a problem; 5xx never reveal internals. */
+export function toProblem(err: FastifyError | Error, request: FastifyRequest): HttpProblem {
+  if (err instanceof HttpProblem) return err
+  if (err instanceof WriterClosedError) {
+    return new HttpProblem(
+      503,
+      'shutting-down',
+      'Service unavailable',
+      'The server is restarting; retry shortly.',
+      {
+        headers: { 'retry-after': '1' },
+      },
+    )
+  }
+  if (isDatabaseUnavailable(err)) {
+    request.log.error({ err }, 'database unavailable')
+    return problems.unavailable()
+  }
+  const fastifyError = err as FastifyError
+  const status = fastifyError.statusCode
+  if (fastifyError.validation) {
+    const errors = fastifyError.validation.map((v) => ({
+      field: v.instancePath.replace(/^\//, '') || String(v.params?.missingProperty ?? v.schemaPath),
+      message: v.message ?? 'is invalid',
+    }))
+    return new HttpProblem(400, 'invalid-request', 'Invalid request', err.message, { errors })
+  }
+  switch (fastifyError.code) {
+    case 'FST_ERR_CTP_BODY_TOO_LARGE':
+      return generic(413, 'body-too-large', 'The request body is larger than the limit of 16 KiB.')
+    case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
+      return generic(415, 'unsupported-media-type', 'This content type is not accepted here.')
+    case 'FST_ERR_CTP_EMPTY_JSON_BODY':
+    case 'FST_ERR_CTP_INVALID_JSON_BODY':
+    case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
+      return problems.badBody(err.message)
+  }
+  if (status !== undefined && status >= 400 && status < 500) {
+    return generic(status, 'client-error', err.message)
+  }
+  request.log.error({ err }, 'request failed')
+  return generic(500, 'internal-error', 'Something went wrong on our side; it has been logged.')
+}
+
+export function registerProblemHandlers(app: FastifyInstance): void {
+  app.setErrorHandler((err: FastifyError, request, reply) => {
+    const problem = toProblem(err, request)
+    if (err instanceof HttpProblem === false && problem.status < 500) {
+      request.log.info({ code: (err as FastifyError).code, status: problem.status }, err.message)
+    }
+    return sendProblem(reply, problem)
+  })
+  app.setNotFoundHandler((request, reply) =>
+    sendProblem(
+      reply,
+      generic(404, 'not-found', `Nothing is served at ${request.method} ${request.url.split('?')[0]}.`),
+    ),
+  )
+}
+
+const ALL_METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'] as const
+type Method = (typeof ALL_METHODS)[number]
+
+/**
+ * Answers the methods a path does not support: 405 with Allow, and OPTIONS with 204 and Allow.
+ * Registered outside any authentication so the answer does not depend on a key.
+ */
+export function methodNotAllowed(app: FastifyInstance, url: string, allowed: readonly Method[]): void {
+  const allow = [...allowed, 'OPTIONS'].join(', ')
+  const others = ALL_METHODS.filter((m) => !allowed.includes(m))
+  app.route({
+    method: others,
+    url,
+    exposeHeadRoute: false,
+    handler: async (request, reply) => {
+      reply.header('allow', allow)
+      if (request.method === 'OPTIONS') return reply.code(204).send()
+      return sendProblem(
+        reply,
+        generic(
+          405,
+          'method-not-allowed',
+          `${request.method} is not allowed on ${url}; use ${allowed.join(' or ')}.`,
+        ),
+      )
+    },
+  })
+}

@@ -1,0 +1,97 @@
+// Per-API-key fixed-window rate limits, in memory or shared by every instance through Redis.
+//
+// @fastify/rate-limit keeps a separate counter per route, but one key's budget must cover all
+// three ingest routes together, so the counting lives here.
+import type { Redis } from 'ioredis'
+
+export interface WindowCount {
+  /** Requests counted in the current window, this one included. */
+  count: number
+  /** Milliseconds until the window ends. */
+  resetMs: number
+}
+
+export interface RateLimitStore {
+  hit(key: string, windowMs: number): Promise<WindowCount>
+}
+
+export class MemoryRateLimitStore implements RateLimitStore {
+  readonly #windows = new Map<string, { count: number; endsAt: number }>()
+  #lastSweep = Date.now()
+
+  async hit(key: string, windowMs: number): Promise<WindowCount> {
+    const now = Date.now()
+    if (now - this.#lastSweep > windowMs) this.#sweep(now)
+    let window = this.#windows.get(key)
+    if (!window || window.endsAt <= now) {
+      window = { count: 0, endsAt: now + windowMs }
+      this.#windows.set(key, window)
+    }
+    window.count++
+    return { count: window.count, resetMs: window.endsAt - now }
+  }
+
+  #sweep(now: number): void {
+    this.#lastSweep = now
+    for (const [key, window] of this.#windows) if (window.endsAt <= now) this.#windows.delete(key)
+  }
+}
+
+// INCR and the expiry in one atomic step, so a window always ends even if an instance dies between.
+const HIT_SCRIPT = `
+local count = redis.call('INCR', KEYS[1])
+if count == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end
+local ttl = redis.call('PTTL', KEYS[1])
+if ttl < 0 then redis.call('PEXPIRE', KEYS[1], ARGV[1]); ttl = tonumber(ARGV[1]) end
+return {count, ttl}
+`
+
+export class RedisRateLimitStore implements RateLimitStore {
+  constructor(
+    private readonly redis: Redis,
+    private readonly prefix = 'shiplog:ratelimit:',
+  ) {}
+
+  async hit(key: string, windowMs: number): Promise<WindowCount> {
+    const result = (await this.redis.eval(HIT_SCRIPT, 1, this.prefix + key, String(windowMs))) as [
+      number,
+      number,
+    ]
+    return { count: Number(result[0]), resetMs: Number(result[1]) }
+  }
+}
+
+export interface RateLimitDecision {
+  allowed: boolean
+  headers: Record<string, string>
+}
+
+/**
+ * Counts one request for `key` and says whether it may proceed, with the RateLimit-* headers
+ * (IETF draft) to send either way. When the store fails the request is allowed: an outage of the
+ * shared counter must not stop deployments from being recorded.
+ */
+export async function checkRateLimit(
+  store: RateLimitStore,
+  key: string,
+  limit: number,
+  windowMs: number,
+  onStoreError: (err: unknown) => void,
+): Promise<RateLimitDecision> {
+  let counted: WindowCount
+  try {
+    counted = await store.hit(key, windowMs)
+  } catch (err) {
+    onStoreError(err)
+    return { allowed: true, headers: {} }
+  }
+  const resetSeconds = String(Math.max(1, Math.ceil(counted.resetMs / 1000)))
+  const headers: Record<string, string> = {
+    'ratelimit-policy': `${limit};w=${Math.round(windowMs / 1000)}`,
+    'ratelimit-limit': String(limit),
+    'ratelimit-remaining': String(Math.max(0, limit - counted.count)),
+    'ratelimit-reset': resetSeconds,
+  }
+  if (counted.count <= limit) return { allowed: true, headers }
+  return { allowed: false, headers: { ...headers, 'retry-after': resetSeconds } }
+}

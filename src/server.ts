@@ -1,0 +1,67 @@
+// Starts the HTTP server and shuts it down gracefully on SIGTERM/SIGINT; nothing else.
+import { type App, buildApp } from './app.js'
+import type { Config } from './config.js'
+import { openDatabase } from './db/connect.js'
+import { migrateToLatest } from './db/migrate.js'
+import { ensureSecret } from './domain/settings.js'
+
+export interface RunningServer {
+  app: App
+  address: string
+  stop(): Promise<void>
+}
+
+export async function startServer(config: Config): Promise<RunningServer> {
+  let app: App | undefined
+  const database = openDatabase(config.database, {
+    onPoolError: (err) => app?.log.warn({ err }, 'database connection lost; it will be re-opened on demand'),
+  })
+  try {
+    await migrateToLatest(database)
+    const secret = config.secret ?? (await ensureSecret(database.db))
+    app = await buildApp({ config: { ...config, secret }, database })
+    const address = await app.listen({ port: config.port, host: config.host })
+    const running = app
+    let stopping: Promise<void> | null = null
+    return {
+      app: running,
+      address,
+      stop: () => {
+        // Stop accepting, let in-flight requests and the pending batch finish, then close the database.
+        stopping ??= running.close().finally(() => database.close())
+        return stopping
+      },
+    }
+  } catch (err) {
+    await app?.close().catch(() => {})
+    await database.close().catch(() => {})
+    throw err
+  }
+}
+
+/** Runs until SIGTERM or SIGINT, then exits 0 after a graceful stop (1 if the stop failed). */
+export async function serveUntilSignalled(config: Config): Promise<void> {
+  const server = await startServer(config)
+  const { app } = server
+  app.log.info({ database: config.database.dialect }, `shiplog listening on ${server.address}`)
+  let signalled = false
+  const onSignal = (signal: NodeJS.Signals) => {
+    if (signalled) return
+    signalled = true
+    app.log.info(`${signal} received: finishing in-flight requests`)
+    const force = setTimeout(() => {
+      app.log.error('graceful stop took longer than 25 s; exiting')
+      process.exit(1)
+    }, 25_000)
+    force.unref()
+    server.stop().then(
+      () => process.exit(0),
+      (err: unknown) => {
+        app.log.error({ err }, 'error while stopping')
+        process.exit(1)
+      },
+    )
+  }
+  process.on('SIGTERM', onSignal)
+  process.on('SIGINT', onSignal)
+}
