@@ -49,13 +49,22 @@ export async function buildApp(options: BuildOptions): Promise<App> {
 
   let rateLimitStore: RateLimitStore = new MemoryRateLimitStore()
   if (config.redisUrl) {
-    const redis = new Redis(config.redisUrl, { maxRetriesPerRequest: 1, enableOfflineQueue: false })
+    // No offline queue: while Redis is away, counting fails at once and requests are allowed,
+    // rather than waiting on a reconnect.
+    const redis = new Redis(config.redisUrl, {
+      lazyConnect: true,
+      maxRetriesPerRequest: 1,
+      enableOfflineQueue: false,
+    })
     redis.on('error', (err) =>
       app.log.warn({ err }, 'redis error; rate limits allow requests until it is back'),
     )
     app.addHook('onClose', async () => {
       redis.disconnect()
     })
+    await connectWithin(redis, 2000).catch((err) =>
+      app.log.warn({ err }, 'redis not reachable at start; rate limits allow requests until it is'),
+    )
     rateLimitStore = new RedisRateLimitStore(redis)
   }
 
@@ -80,6 +89,21 @@ export async function buildApp(options: BuildOptions): Promise<App> {
   })
 
   return app
+}
+
+/** Connects, but gives up waiting after `ms` (ioredis keeps retrying in the background). */
+async function connectWithin(redis: Redis, ms: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined
+  try {
+    await Promise.race([
+      redis.connect(),
+      new Promise((_, reject) => {
+        timer = setTimeout(() => reject(new Error(`no answer within ${ms} ms`)), ms)
+      }),
+    ])
+  } finally {
+    clearTimeout(timer)
+  }
 }
 
 declare module 'fastify' {

@@ -62,6 +62,12 @@ function openPostgres(connectionString: string, options: ConnectOptions): Databa
     application_name: 'shiplog',
   })
   pool.on('error', (err) => options.onPoolError?.(err))
+  // A connection can die while checked out but before its next query (the pool only listens on idle
+  // ones); without a listener of its own that 'error' event would crash the process. The query that
+  // uses it fails on its own and is answered with a 503.
+  pool.on('connect', (client) => {
+    client.on('error', (err) => options.onPoolError?.(err))
+  })
   const db = new Kysely<DB>({ dialect: new PostgresDialect({ pool }) })
   return { db, dialect: 'postgres', sqlite: null, pool, close: () => db.destroy() }
 }

@@ -85,18 +85,21 @@ export interface VerifiedKey {
   id: number
   accountId: number
   name: string
+  /** SHA-256 of the key: unique across installations, so shared counters (Redis) can use it. */
+  digest: string
 }
 
 /** Looks a presented key up; undefined for malformed, unknown and revoked keys alike. */
 export async function findActiveKey(db: Kysely<DB>, presented: string): Promise<VerifiedKey | undefined> {
   if (!KEY_PATTERN.test(presented)) return undefined
+  const digest = digestApiKey(presented)
   const row = await db
     .selectFrom('api_keys')
     .select(['id', 'account_id', 'name', 'revoked_at'])
-    .where('digest', '=', digestApiKey(presented))
+    .where('digest', '=', digest)
     .executeTakeFirst()
   if (!row || row.revoked_at !== null) return undefined
-  return { id: row.id, accountId: row.account_id, name: row.name }
+  return { id: row.id, accountId: row.account_id, name: row.name, digest }
 }
 
 /**

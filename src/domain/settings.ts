@@ -20,3 +20,24 @@ export async function ensureSecret(db: Kysely<DB>): Promise<string> {
     .executeTakeFirstOrThrow()
   return row.value
 }
+
+class ProbeRollback extends Error {}
+
+/**
+ * Proves the database accepts writes: a row is inserted and rolled back. `select 1` alone would
+ * pass on a read-only SQLite file or a PostgreSQL standby, where no event could be recorded.
+ */
+export async function checkWritable(db: Kysely<DB>): Promise<void> {
+  try {
+    await db.transaction().execute(async (trx) => {
+      await trx
+        .insertInto('settings')
+        .values({ name: 'readiness_probe', value: String(Date.now()) })
+        .onConflict((oc) => oc.column('name').doNothing())
+        .execute()
+      throw new ProbeRollback()
+    })
+  } catch (err) {
+    if (!(err instanceof ProbeRollback)) throw err
+  }
+}

@@ -1,8 +1,8 @@
-// Liveness (/healthz: the process answers) and readiness (/readyz: the database answers too).
+// Liveness (/healthz: the process answers) and readiness (/readyz: the database accepts writes).
 import type { FastifyPluginAsync } from 'fastify'
-import { sql } from 'kysely'
 import { Type } from 'typebox'
 import type { Database } from '../../db/connect.js'
+import { checkWritable } from '../../domain/settings.js'
 import { problems, sendProblem } from '../problem.js'
 
 const READY_TIMEOUT_MS = 2000
@@ -16,7 +16,7 @@ export const healthRoutes: FastifyPluginAsync<{ database: Database }> = async (a
     let timer: NodeJS.Timeout | undefined
     try {
       await Promise.race([
-        sql`select 1`.execute(database.db),
+        checkWritable(database.db),
         new Promise((_, reject) => {
           timer = setTimeout(() => reject(new Error('readiness check timed out')), READY_TIMEOUT_MS)
         }),

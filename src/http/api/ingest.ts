@@ -165,7 +165,7 @@ export const ingestRoutes: FastifyPluginAsync<IngestOptions> = async (app, optio
       // One budget per key across all three forms, counted before the body is read.
       const decision = await checkRateLimit(
         options.rateLimitStore,
-        `key:${key.id}`,
+        `key:${key.digest}`,
         options.rateLimitPerMinute,
         60_000,
         (err) => request.log.warn({ err }, 'rate limit store unavailable; request allowed'),

@@ -1,0 +1,66 @@
+// Runs the whole test suite once per database: SQLite always, PostgreSQL when TEST_DATABASE_URL is
+// set. Under CI=true a missing PostgreSQL is a failure, not a skip. Extra arguments pick test files.
+import { spawn } from 'node:child_process'
+import { readdirSync, statSync } from 'node:fs'
+import { join } from 'node:path'
+
+function findTests(dir) {
+  const out = []
+  for (const name of readdirSync(dir).sort()) {
+    const path = join(dir, name)
+    if (statSync(path).isDirectory()) out.push(...findTests(path))
+    else if (name.endsWith('.test.ts')) out.push(path)
+  }
+  return out
+}
+
+const files = process.argv.slice(2).length > 0 ? process.argv.slice(2) : findTests('test')
+const ci = process.env.CI === 'true' || process.env.CI === '1'
+const dialects = ['sqlite']
+if (process.env.TEST_DATABASE_URL) dialects.push('postgres')
+else if (ci) {
+  console.error('CI=true but TEST_DATABASE_URL is not set: the PostgreSQL suite cannot be skipped in CI.')
+  process.exit(1)
+} else {
+  console.error('note: TEST_DATABASE_URL is not set, so only the SQLite suite runs.')
+}
+
+function run(dialect) {
+  return new Promise((resolve) => {
+    const child = spawn(
+      process.execPath,
+      ['--import', 'tsx', '--test', '--test-reporter=spec', '--test-concurrency=2', ...files],
+      { env: { ...process.env, SHIPLOG_TEST_DB: dialect }, stdio: ['ignore', 'pipe', 'inherit'] },
+    )
+    let tail = ''
+    child.stdout.on('data', (chunk) => {
+      process.stdout.write(chunk)
+      tail = (tail + chunk.toString()).slice(-4000)
+    })
+    child.on('close', (code) => {
+      const count = (label) => Number(new RegExp(`ℹ ${label} (\\d+)`).exec(tail)?.[1] ?? 0)
+      resolve({ dialect, code, pass: count('pass'), fail: count('fail'), skipped: count('skipped') })
+    })
+  })
+}
+
+const results = []
+for (const dialect of dialects) {
+  console.log(`\n=== test suite on ${dialect} (node ${process.version}) ===\n`)
+  results.push(await run(dialect))
+}
+let passed = 0
+let failed = 0
+let skipped = 0
+for (const r of results) {
+  console.log(`${r.dialect}: ${r.pass} passed, ${r.fail} failed, ${r.skipped} skipped (exit ${r.code})`)
+  passed += r.pass
+  failed += r.fail + (r.code !== 0 && r.fail === 0 ? 1 : 0)
+  skipped += r.skipped
+}
+if (ci && skipped > 0) {
+  console.error(`CI=true: ${skipped} skipped test(s) count as failures.`)
+  failed += skipped
+}
+console.log(`tests: ${passed} passed, ${failed} failed`)
+process.exit(failed > 0 ? 1 : 0)
