@@ -1,5 +1,5 @@
 // Brings the schema up to date; safe when several instances start at the same moment.
-import { type Migration, type MigrationProvider, Migrator } from 'kysely'
+import { type Migration, type MigrationProvider, Migrator, sql } from 'kysely'
 import type { Database } from './connect.js'
 import { initialSchema } from './migrations/2026_11_21_0001_initial.js'
 
@@ -24,7 +24,14 @@ export interface MigrationOutcome {
  * serialise and the later ones find nothing left to do.
  */
 export async function migrateToLatest(database: Database): Promise<MigrationOutcome> {
-  const migrator = new Migrator({ db: database.db, provider: provider(database) })
+  const migrator = new Migrator({
+    db: database.db,
+    provider: provider(database),
+    // Kysely looks for its bookkeeping tables in every schema unless told which one: a second
+    // installation in another schema of the same database would find the first one's and skip
+    // creating its own. Pin them to the schema this connection writes to.
+    ...(database.dialect === 'postgres' ? { migrationTableSchema: await currentSchema(database) } : {}),
+  })
   const { error, results } = await migrator.migrateToLatest()
   if (error) {
     const failed = results?.find((r) => r.status === 'Error')
@@ -34,4 +41,13 @@ export async function migrateToLatest(database: Database): Promise<MigrationOutc
     )
   }
   return { applied: (results ?? []).filter((r) => r.status === 'Success').map((r) => r.migrationName) }
+}
+
+async function currentSchema(database: Database): Promise<string> {
+  const { rows } = await sql<{ schema: string | null }>`select current_schema() as schema`.execute(
+    database.db,
+  )
+  const schema = rows[0]?.schema
+  if (!schema) throw new Error('PostgreSQL has no current schema: check search_path for this user')
+  return schema
 }

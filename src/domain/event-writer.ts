@@ -41,6 +41,8 @@ export class EventWriter {
   readonly #queue: Waiting[] = []
   #pumping: Promise<void> | null = null
   #closed = false
+  /** Counters for tests and metrics: transactions committed and events they held. */
+  readonly stats = { batches: 0, events: 0 }
 
   constructor(
     private readonly db: Kysely<DB>,
@@ -83,6 +85,8 @@ export class EventWriter {
           batch.map((w) => w.item),
         ),
       )
+      this.stats.batches++
+      this.stats.events += batch.length
       batch.forEach((w, i) => {
         const outcome = outcomes[i]
         if (outcome) w.resolve(outcome)

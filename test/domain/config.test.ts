@@ -1,0 +1,73 @@
+// Configuration: defaults, every variable's validation, and one clear message per mistake.
+import assert from 'node:assert/strict'
+import { existsSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { test } from 'node:test'
+import { ConfigError, loadConfig, parseDatabaseUrl } from '../../src/config.js'
+
+test('defaults: port 8080 on 127.0.0.1, SQLite under ./data, 600 requests a minute', (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'shiplog-config-'))
+  t.after(() => rmSync(dir, { recursive: true, force: true }))
+  const cwd = process.cwd()
+  process.chdir(dir)
+  t.after(() => process.chdir(cwd))
+  const config = loadConfig({})
+  assert.equal(config.port, 8080)
+  assert.equal(config.host, '127.0.0.1')
+  assert.deepEqual(config.database, { dialect: 'sqlite', path: join(process.cwd(), 'data', 'shiplog.db') })
+  assert.equal(config.rateLimitPerMinute, 600)
+  assert.equal(config.redisUrl, null)
+  assert.ok(Object.isFrozen(config))
+  // The secret is generated once, kept beside the database with owner-only permissions, and reused.
+  const secretFile = join(process.cwd(), 'data', 'secret')
+  assert.ok(existsSync(secretFile))
+  assert.equal(statSync(secretFile).mode & 0o777, 0o600)
+  assert.equal(config.secret, readFileSync(secretFile, 'utf8').trim())
+  assert.equal(loadConfig({}).secret, config.secret)
+})
+
+test('database URLs', () => {
+  assert.deepEqual(parseDatabaseUrl('sqlite::memory:'), { dialect: 'sqlite', path: ':memory:' })
+  assert.deepEqual(parseDatabaseUrl('sqlite:///var/lib/shiplog/db'), {
+    dialect: 'sqlite',
+    path: '/var/lib/shiplog/db',
+  })
+  assert.equal(parseDatabaseUrl('postgres://u:p@db:5432/shiplog').dialect, 'postgres')
+  assert.equal(parseDatabaseUrl('postgresql://db/shiplog').dialect, 'postgres')
+})
+
+test('PostgreSQL without SHIPLOG_SECRET leaves the secret to the database; key cache defaults to 5 s', () => {
+  const config = loadConfig({ DATABASE_URL: 'postgres://db/shiplog' })
+  assert.equal(config.secret, null)
+  assert.equal(config.keyCacheMs, 5000)
+  assert.equal(loadConfig({ DATABASE_URL: 'sqlite::memory:' }).keyCacheMs, 0)
+})
+
+for (const [env, message] of [
+  [{ PORT: 'eighty' }, /PORT must be a whole number/],
+  [{ PORT: '70000' }, /PORT must be between 0 and 65535/],
+  [{ DATABASE_URL: 'mysql://db/x' }, /DATABASE_URL must start with sqlite: or postgres:\/\//],
+  [{ DATABASE_URL: 'postgres://user:hunter2@[bad' }, /not a valid PostgreSQL URL: postgres:\/\/user:\*\*\*@/],
+  [{ LOG_LEVEL: 'loud' }, /LOG_LEVEL must be one of/],
+  [{ SHIPLOG_PUBLIC_URL: 'shiplog.internal' }, /SHIPLOG_PUBLIC_URL must be an absolute http\(s\) URL/],
+  [{ REDIS_URL: 'localhost:6379' }, /REDIS_URL must start with redis:\/\//],
+  [{ SHIPLOG_RATE_LIMIT: '0' }, /SHIPLOG_RATE_LIMIT must be between/],
+  [{ SHIPLOG_SECRET: 'short' }, /SHIPLOG_SECRET must be at least 32 characters/],
+  [{ SHIPLOG_TRUST_PROXY: 'maybe' }, /SHIPLOG_TRUST_PROXY must be true or false/],
+] as const) {
+  test(`invalid ${Object.keys(env)[0]} is refused with one clear message`, () => {
+    assert.throws(
+      () => loadConfig({ DATABASE_URL: 'sqlite::memory:', ...env }),
+      (err: unknown) =>
+        err instanceof ConfigError && message.test(err.message) && !err.message.includes('\n'),
+    )
+  })
+}
+
+test('the password in a PostgreSQL URL never appears in a message', () => {
+  assert.throws(
+    () => loadConfig({ DATABASE_URL: 'postgres://user:hunter2@[bad' }),
+    (err: unknown) => err instanceof Error && !err.message.includes('hunter2'),
+  )
+})
