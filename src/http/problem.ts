@@ -59,7 +59,7 @@ export const problems = {
     new HttpProblem(401, 'invalid-api-key', 'Invalid API key', 'The API key is not valid.', {
       headers: { 'www-authenticate': 'Bearer realm="shiplog", error="invalid_token"' },
     }),
-  badBody: (detail: string) => new HttpProblem(400, 'malformed-body', 'Malformed request body', detail),
+  badBody: (detail: string) => new HttpProblem(400, 'malformed-request', 'Malformed request', detail),
   invalidFields: (errors: FieldError[]) =>
     new HttpProblem(
       422,

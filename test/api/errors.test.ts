@@ -179,6 +179,26 @@ for (const [label, payload, contentType] of [
   })
 }
 
+test('GET /put and form bodies: a broken or non-UTF-8 %-escape → 400, not stored as text', async (t) => {
+  const ctx = await buildTestApp(t)
+  for (const qs of ['app=%FF&env=e&version=1&status=Deployed', 'app=a%2&env=e&version=1&status=Deployed']) {
+    const res = await ctx.app.inject({
+      method: 'GET',
+      url: `/put?${qs}`,
+      headers: { 'x-api-key': ctx.tenant.key },
+    })
+    assert.match(assertProblem(res, 400).detail, /%-escape/)
+    const form = await ctx.app.inject({
+      method: 'POST',
+      url: '/put',
+      headers: { 'x-api-key': ctx.tenant.key, 'content-type': 'application/x-www-form-urlencoded' },
+      payload: qs,
+    })
+    assertProblem(form, 400)
+  }
+  await assertNothingStored(ctx)
+})
+
 test('a body over 16 KiB → 413', async (t) => {
   const ctx = await buildTestApp(t)
   const big = JSON.stringify({ ...VALID, description: 'x'.repeat(17 * 1024) })

@@ -1,5 +1,4 @@
 // The three ways to record an event: GET /put, POST /put (legacy) and POST /deploy (newer).
-import { parse as parseQueryString } from 'node:querystring'
 import type { FastifyInstance, FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify'
 import { Type } from 'typebox'
 import type { EventSource } from '../../db/schema.js'
@@ -84,6 +83,33 @@ export function presentedKey(request: FastifyRequest): string | undefined {
 const utf8 = new TextDecoder('utf-8', { fatal: true })
 
 /**
+ * Parses `a=1&b=2` (a query string or a form-encoded body) strictly: `+` is a space, and a broken
+ * percent-escape or one that is not UTF-8 is an error rather than text stored as `%FF`. A name
+ * given twice maps to an array, which validation then refuses.
+ */
+export function parseFormEncoded(text: string, where: string): Record<string, string | string[]> {
+  const fields: Record<string, string | string[]> = Object.create(null)
+  for (const pair of text.split('&')) {
+    if (pair === '') continue
+    const eq = pair.indexOf('=')
+    let name: string
+    let value: string
+    try {
+      name = decodeURIComponent((eq === -1 ? pair : pair.slice(0, eq)).replaceAll('+', ' '))
+      value = eq === -1 ? '' : decodeURIComponent(pair.slice(eq + 1).replaceAll('+', ' '))
+    } catch {
+      throw problems.badBody(
+        `The ${where} has a malformed %-escape or one that is not UTF-8 (near "${pair.slice(0, 40)}").`,
+      )
+    }
+    const previous = fields[name]
+    if (previous === undefined) fields[name] = value
+    else fields[name] = Array.isArray(previous) ? [...previous, value] : [previous, value]
+  }
+  return fields
+}
+
+/**
  * Decodes a request body into fields. Pipelines send JSON under any content type (curl -d labels
  * it form-encoded), so a body that looks like JSON is parsed as JSON whatever the label says; a
  * form-encoded body that is not JSON is read as form fields.
@@ -104,7 +130,7 @@ export function parseEventBody(raw: Buffer, contentType: string | undefined): Re
     !trimmed.startsWith('{') &&
     !trimmed.startsWith('[')
   ) {
-    return { ...parseQueryString(trimmed) }
+    return parseFormEncoded(trimmed, 'form-encoded body')
   }
   let value: unknown
   try {
@@ -207,7 +233,10 @@ export const ingestRoutes: FastifyPluginAsync<IngestOptions> = async (app, optio
         return reply.code(outcome.replayed ? 200 : 201).send(toPublicEvent(outcome.event))
       }
 
-    const queryFields = (request: FastifyRequest) => (request.query ?? {}) as Record<string, unknown>
+    const queryFields = (request: FastifyRequest) => {
+      const q = request.url.indexOf('?')
+      return q === -1 ? {} : parseFormEncoded(request.url.slice(q + 1), 'query string')
+    }
     const bodyFields = (request: FastifyRequest) => {
       const body = (request.body ?? {}) as Record<string, unknown>
       // A bodiless POST /put with the fields in the query string is read like GET /put.
