@@ -1,4 +1,6 @@
 // Builds the Fastify application from its plugins and routes; server.ts listens, tests inject.
+
+import helmet from '@fastify/helmet'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import Fastify, { type FastifyInstance } from 'fastify'
 import { Redis } from 'ioredis'
@@ -6,10 +8,12 @@ import type { Config } from './config.js'
 import type { Database } from './db/connect.js'
 import { EventWriter } from './domain/event-writer.js'
 import { ApiKeyVerifier, KeyUsageRecorder } from './domain/keys.js'
+import { ensureSecret } from './domain/settings.js'
 import { healthRoutes } from './http/api/health.js'
 import { ingestRoutes } from './http/api/ingest.js'
 import { registerProblemHandlers } from './http/problem.js'
 import { MemoryRateLimitStore, type RateLimitStore, RedisRateLimitStore } from './http/rate-limit.js'
+import { uiRoutes } from './http/ui/plugin.js'
 
 export interface BuildOptions {
   config: Config
@@ -79,6 +83,28 @@ export async function buildApp(options: BuildOptions): Promise<App> {
     await usage.flush().catch((err) => app.log.warn({ err }, 'could not record API key last-used times'))
   })
 
+  await app.register(helmet, {
+    global: true,
+    contentSecurityPolicy: {
+      useDefaults: false,
+      directives: {
+        defaultSrc: ["'self'"],
+        scriptSrc: ["'self'"],
+        styleSrc: ["'self'"],
+        imgSrc: ["'self'", 'data:'],
+        connectSrc: ["'self'"],
+        formAction: ["'self'"],
+        frameAncestors: ["'none'"],
+        baseUri: ["'none'"],
+        objectSrc: ["'none'"],
+      },
+    },
+    // HSTS only makes sense once the operator serves HTTPS; leave it to the proxy that terminates TLS.
+    strictTransportSecurity: false,
+  })
+
+  const secret = config.secret ?? (await ensureSecret(database.db))
+
   await app.register(healthRoutes, { database })
   await app.register(ingestRoutes, {
     writer,
@@ -87,6 +113,7 @@ export async function buildApp(options: BuildOptions): Promise<App> {
     rateLimitPerMinute: config.rateLimitPerMinute,
     rateLimitStore,
   })
+  await app.register(uiRoutes, { config: { ...config, secret }, database, verifier, rateLimitStore })
 
   return app
 }

@@ -35,6 +35,8 @@ export interface Config {
   /** How long a verified API key may be served from memory before the database is asked again. */
   readonly keyCacheMs: number
   readonly trustProxy: boolean
+  /** Where the shiplog-deploy image is published, for the pipeline snippets in Settings. */
+  readonly deployImage: string
 }
 
 /** A configuration problem: the message is meant to be shown to the operator as is. */
@@ -148,6 +150,13 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Conf
 
   const trustProxy = parseBoolean('SHIPLOG_TRUST_PROXY', env.SHIPLOG_TRUST_PROXY ?? 'false')
 
+  const deployImage = (env.SHIPLOG_DEPLOY_IMAGE ?? 'shiplog/deploy').trim()
+  if (!/^[a-z0-9][a-z0-9._\-/:]*$/.test(deployImage) || deployImage.endsWith(':1')) {
+    throw new ConfigError(
+      `SHIPLOG_DEPLOY_IMAGE must be an image name without tag, e.g. ghcr.io/acme/shiplog-deploy`,
+    )
+  }
+
   let secret: string | null = null
   if (env.SHIPLOG_SECRET !== undefined && env.SHIPLOG_SECRET !== '') {
     if (env.SHIPLOG_SECRET.length < 32) {
@@ -169,6 +178,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Conf
     rateLimitPerMinute,
     keyCacheMs,
     trustProxy,
+    deployImage,
   })
 }
 

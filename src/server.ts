@@ -3,7 +3,6 @@ import { type App, buildApp } from './app.js'
 import type { Config } from './config.js'
 import { openDatabase } from './db/connect.js'
 import { migrateToLatest } from './db/migrate.js'
-import { ensureSecret } from './domain/settings.js'
 
 export interface RunningServer {
   app: App
@@ -18,8 +17,7 @@ export async function startServer(config: Config): Promise<RunningServer> {
   })
   try {
     await migrateToLatest(database)
-    const secret = config.secret ?? (await ensureSecret(database.db))
-    app = await buildApp({ config: { ...config, secret }, database })
+    app = await buildApp({ config, database })
     const address = await app.listen({ port: config.port, host: config.host })
     const running = app
     let stopping: Promise<void> | null = null

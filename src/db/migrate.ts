@@ -2,6 +2,7 @@
 import { type Migration, type MigrationProvider, Migrator, sql } from 'kysely'
 import type { Database } from './connect.js'
 import { initialSchema } from './migrations/2026_11_21_0001_initial.js'
+import { sessionsSchema } from './migrations/2026_11_22_0002_sessions.js'
 
 function provider(database: Database): MigrationProvider {
   return {
@@ -9,6 +10,7 @@ function provider(database: Database): MigrationProvider {
       // Names sort in the order they must run; files are frozen once they land.
       return {
         '2026_11_21_0001_initial': initialSchema(database.dialect),
+        '2026_11_22_0002_sessions': sessionsSchema(),
       }
     },
   }

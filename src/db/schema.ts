@@ -20,6 +20,17 @@ export interface UsersTable {
   password_hash: string
   role: UserRole
   created_at: EpochMs
+  /** 1 while the user still has a password someone else chose (a one-time password). */
+  must_change_password: Generated<number>
+}
+
+export interface SessionsTable {
+  /** SHA-256 (hex) of the token in the session cookie. */
+  id: string
+  user_id: number
+  created_at: EpochMs
+  last_seen_at: EpochMs
+  expires_at: EpochMs
 }
 
 export interface ApiKeysTable {
@@ -79,6 +90,7 @@ export interface DB {
   events: EventsTable
   idempotency_keys: IdempotencyKeysTable
   settings: SettingsTable
+  sessions: SessionsTable
 }
 
 export type Account = Selectable<AccountsTable>

@@ -59,7 +59,7 @@ export class UserExistsError extends Error {
 
 export async function createUser(
   db: Kysely<DB>,
-  input: { accountId: number; email: string; password: string; role: UserRole },
+  input: { accountId: number; email: string; password: string; role: UserRole; oneTimePassword?: boolean },
 ): Promise<User> {
   const email = normaliseEmail(input.email)
   const taken = await db.selectFrom('users').select('id').where('email', '=', email).executeTakeFirst()
@@ -73,6 +73,7 @@ export async function createUser(
       password_hash: passwordHash,
       role: input.role,
       created_at: Date.now(),
+      must_change_password: input.oneTimePassword ? 1 : 0,
     })
     .returningAll()
     .executeTakeFirstOrThrow()
@@ -84,4 +85,113 @@ export async function countUsers(db: Kysely<DB>): Promise<number> {
     .select((eb) => eb.fn.countAll<number | string>().as('n'))
     .executeTakeFirstOrThrow()
   return Number(row.n)
+}
+
+export async function findUserByEmail(db: Kysely<DB>, email: string): Promise<User | undefined> {
+  return db.selectFrom('users').selectAll().where('email', '=', normaliseEmail(email)).executeTakeFirst()
+}
+
+export async function listUsers(db: Kysely<DB>, accountId: number): Promise<User[]> {
+  return db.selectFrom('users').selectAll().where('account_id', '=', accountId).orderBy('id').execute()
+}
+
+export class SetupClosedError extends Error {
+  override readonly name = 'SetupClosedError'
+}
+
+/**
+ * First-run set-up: creates the first account and its admin, only while no user exists. Runs in
+ * one transaction so two people submitting the set-up form at once cannot both succeed.
+ */
+export async function setupFirstAdmin(
+  db: Kysely<DB>,
+  input: { accountName: string; email: string; password: string },
+): Promise<User> {
+  const passwordHash = await hashPassword(input.password)
+  return db.transaction().execute(async (trx) => {
+    if ((await countUsers(trx)) > 0) throw new SetupClosedError('Shiplog is already set up')
+    const account = await ensureAccount(trx, input.accountName)
+    return trx
+      .insertInto('users')
+      .values({
+        account_id: account.id,
+        email: normaliseEmail(input.email),
+        password_hash: passwordHash,
+        role: 'admin',
+        created_at: Date.now(),
+      })
+      .returningAll()
+      .executeTakeFirstOrThrow()
+  })
+}
+
+export async function setPassword(
+  db: Kysely<DB>,
+  userId: number,
+  password: string,
+  options: { oneTime: boolean },
+): Promise<void> {
+  const passwordHash = await hashPassword(password)
+  await db
+    .updateTable('users')
+    .set({ password_hash: passwordHash, must_change_password: options.oneTime ? 1 : 0 })
+    .where('id', '=', userId)
+    .execute()
+}
+
+export class LastAdminError extends Error {
+  override readonly name = 'LastAdminError'
+}
+
+async function otherAdmins(db: Kysely<DB>, accountId: number, userId: number): Promise<number> {
+  const row = await db
+    .selectFrom('users')
+    .select((eb) => eb.fn.countAll<number | string>().as('n'))
+    .where('account_id', '=', accountId)
+    .where('role', '=', 'admin')
+    .where('id', '!=', userId)
+    .executeTakeFirstOrThrow()
+  return Number(row.n)
+}
+
+/** Changes a user's role within the account; an account always keeps at least one admin. */
+export async function changeRole(
+  db: Kysely<DB>,
+  accountId: number,
+  userId: number,
+  role: UserRole,
+): Promise<boolean> {
+  return db.transaction().execute(async (trx) => {
+    const user = await trx
+      .selectFrom('users')
+      .select(['id', 'role'])
+      .where('id', '=', userId)
+      .where('account_id', '=', accountId)
+      .executeTakeFirst()
+    if (!user) return false
+    if (user.role === 'admin' && role !== 'admin' && (await otherAdmins(trx, accountId, userId)) === 0) {
+      throw new LastAdminError('the account must keep at least one admin')
+    }
+    await trx.updateTable('users').set({ role }).where('id', '=', userId).execute()
+    return true
+  })
+}
+
+/** Removes a user of the account (their sessions end with them); the last admin stays. */
+export async function removeUser(db: Kysely<DB>, accountId: number, userId: number): Promise<boolean> {
+  return db.transaction().execute(async (trx) => {
+    const user = await trx
+      .selectFrom('users')
+      .select(['id', 'role'])
+      .where('id', '=', userId)
+      .where('account_id', '=', accountId)
+      .executeTakeFirst()
+    if (!user) return false
+    if (user.role === 'admin' && (await otherAdmins(trx, accountId, userId)) === 0) {
+      throw new LastAdminError('the account must keep at least one admin')
+    }
+    await trx.deleteFrom('sessions').where('user_id', '=', userId).execute()
+    await trx.deleteFrom('users').where('id', '=', userId).execute()
+    return true
+  })
 }

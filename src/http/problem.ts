@@ -4,6 +4,7 @@ import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from
 import { isDatabaseUnavailable } from '../domain/database-errors.js'
 import { WriterClosedError } from '../domain/event-writer.js'
 import type { FieldError } from '../domain/events.js'
+import { errorPage } from '../views/auth-pages.js'
 
 export const PROBLEM_CONTENT_TYPE = 'application/problem+json; charset=utf-8'
 
@@ -141,12 +142,25 @@ export function registerProblemHandlers(app: FastifyInstance): void {
     }
     return sendProblem(reply, problem)
   })
-  app.setNotFoundHandler((request, reply) =>
-    sendProblem(
+  app.setNotFoundHandler((request, reply) => {
+    // A person who mistyped an address gets a page; programs get problem+json.
+    if (request.method === 'GET' && /\btext\/html\b/.test(request.headers.accept ?? '')) {
+      return reply
+        .code(404)
+        .type('text/html; charset=utf-8')
+        .send(
+          errorPage({
+            status: 404,
+            title: 'Page not found',
+            detail: 'There is nothing at this address.',
+          }).toString(),
+        )
+    }
+    return sendProblem(
       reply,
       generic(404, 'not-found', `Nothing is served at ${request.method} ${request.url.split('?')[0]}.`),
-    ),
-  )
+    )
+  })
 }
 
 const ALL_METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'] as const

@@ -1,0 +1,237 @@
+// Reading an account's events: filters, keyset pages for the log, and chunked scans for exports.
+import { type Kysely, type SelectQueryBuilder, sql } from 'kysely'
+import type { DialectName } from '../config.js'
+import type { DB, EventRow, EventStatus } from '../db/schema.js'
+import { EVENT_STATUSES, type FieldError } from './events.js'
+
+export interface EventFilter {
+  service?: string
+  environment?: string
+  status?: EventStatus
+  /** Case-insensitive substring of the version. */
+  version?: string
+  /** Inclusive bounds on received_at, epoch milliseconds. */
+  from?: number
+  to?: number
+}
+
+export const FILTER_FIELDS = ['service', 'environment', 'status', 'version', 'from', 'to'] as const
+
+function single(value: unknown): string | undefined {
+  const v = Array.isArray(value) ? value[0] : value
+  if (typeof v !== 'string') return undefined
+  const trimmed = v.trim()
+  return trimmed === '' ? undefined : trimmed
+}
+
+/**
+ * Reads a time bound: ISO 8601 with a zone, or a date/date-time without one (as an HTML
+ * datetime-local field sends it), taken as UTC. An upper bound given to the minute or day covers
+ * that whole minute or day.
+ */
+export function parseTimeBound(text: string, upper: boolean): number | undefined {
+  const local = /^(\d{4}-\d{2}-\d{2})(?:[T ](\d{2}:\d{2})(?::(\d{2})(?:\.(\d{1,3}))?)?)?$/.exec(text)
+  if (local) {
+    const [, date, hm, sec, ms] = local
+    const iso = `${date}T${hm ?? '00:00'}:${sec ?? '00'}.${(ms ?? '0').padEnd(3, '0')}Z`
+    const at = Date.parse(iso)
+    if (Number.isNaN(at)) return undefined
+    if (!upper || ms !== undefined) return at
+    if (sec !== undefined) return at + 999
+    return at + (hm !== undefined ? 60_000 : 86_400_000) - 1
+  }
+  if (!/^\d{4}-\d{2}-\d{2}T/.test(text)) return undefined
+  const at = Date.parse(text)
+  return Number.isNaN(at) ? undefined : at
+}
+
+/** Turns query-string values into a filter; unknown parameters are ignored. */
+export function parseEventFilter(query: Record<string, unknown>): {
+  filter: EventFilter
+  errors: FieldError[]
+} {
+  const filter: EventFilter = {}
+  const errors: FieldError[] = []
+  const service = single(query.service)
+  if (service) filter.service = service
+  const environment = single(query.environment)
+  if (environment) filter.environment = environment
+  const version = single(query.version)
+  if (version) filter.version = version
+  const status = single(query.status)
+  if (status) {
+    const canonical = EVENT_STATUSES.find((s) => s.toLowerCase() === status.toLowerCase())
+    if (canonical) filter.status = canonical
+    else errors.push({ field: 'status', message: `status must be one of ${EVENT_STATUSES.join(', ')}` })
+  }
+  for (const bound of ['from', 'to'] as const) {
+    const text = single(query[bound])
+    if (!text) continue
+    const at = parseTimeBound(text, bound === 'to')
+    if (at === undefined)
+      errors.push({ field: bound, message: `${bound} must be a date and time, e.g. 2026-11-21T14:30` })
+    else filter[bound] = at
+  }
+  return { filter, errors }
+}
+
+/** The filter as query-string pairs, so links (pages, downloads) carry it along. */
+export function filterToQuery(filter: EventFilter): Record<string, string> {
+  const q: Record<string, string> = {}
+  if (filter.service) q.service = filter.service
+  if (filter.environment) q.environment = filter.environment
+  if (filter.status) q.status = filter.status
+  if (filter.version) q.version = filter.version
+  if (filter.from !== undefined) q.from = new Date(filter.from).toISOString()
+  if (filter.to !== undefined) q.to = new Date(filter.to).toISOString()
+  return q
+}
+
+function escapeLike(text: string): string {
+  return text.replace(/[\\%_]/g, (c) => `\\${c}`)
+}
+
+type EventQuery = SelectQueryBuilder<DB, 'events', object>
+
+function applyFilter(
+  query: EventQuery,
+  dialect: DialectName,
+  accountId: number,
+  filter: EventFilter,
+): EventQuery {
+  let q = query.where('events.account_id', '=', accountId)
+  if (filter.service) q = q.where('events.service', '=', filter.service)
+  if (filter.environment) q = q.where('events.environment', '=', filter.environment)
+  if (filter.status) q = q.where('events.status', '=', filter.status)
+  if (filter.from !== undefined) q = q.where('events.received_at', '>=', filter.from)
+  if (filter.to !== undefined) q = q.where('events.received_at', '<=', filter.to)
+  if (filter.version) {
+    const pattern = `%${escapeLike(filter.version)}%`
+    // SQLite's LIKE ignores ASCII case already; PostgreSQL needs ILIKE for the same answer.
+    // SQLite's LIKE ignores ASCII case already; PostgreSQL needs ILIKE for the same answer. SQLite
+    // has no default escape character, so name one for both.
+    const op = sql.raw(dialect === 'postgres' ? 'ilike' : 'like')
+    q = q.where(sql<boolean>`${sql.ref('events.version')} ${op} ${pattern} escape '\\'`)
+  }
+  return q
+}
+
+export interface EventPage {
+  rows: EventRow[]
+  /** Id to pass as `before` for the next (older) page, when there is one. */
+  olderCursor: number | null
+  /** Id to pass as `after` for the previous (newer) page, when there is one. */
+  newerCursor: number | null
+}
+
+/**
+ * One page of events, newest first. Keyset pagination on id (which follows arrival): the cost of a
+ * page does not depend on how deep it is.
+ */
+export async function listEventPage(
+  db: Kysely<DB>,
+  dialect: DialectName,
+  accountId: number,
+  filter: EventFilter,
+  cursor: { before?: number; after?: number },
+  limit: number,
+): Promise<EventPage> {
+  const base = applyFilter(db.selectFrom('events'), dialect, accountId, filter)
+  let rows: EventRow[]
+  if (cursor.after !== undefined) {
+    // Going back towards newer events: read upwards from the cursor, then show newest first.
+    rows = (
+      await base
+        .selectAll()
+        .where('events.id', '>', cursor.after)
+        .orderBy('events.id', 'asc')
+        .limit(limit + 1)
+        .execute()
+    ).reverse()
+    const hasNewer = rows.length > limit
+    if (hasNewer) rows = rows.slice(1)
+    const last = rows.at(-1)
+    return {
+      rows,
+      newerCursor: hasNewer && rows[0] ? rows[0].id : null,
+      olderCursor: last ? await idBefore(base, last.id) : null,
+    }
+  }
+  let q = base
+    .selectAll()
+    .orderBy('events.id', 'desc')
+    .limit(limit + 1)
+  if (cursor.before !== undefined) q = q.where('events.id', '<', cursor.before)
+  rows = await q.execute()
+  const hasOlder = rows.length > limit
+  if (hasOlder) rows = rows.slice(0, limit)
+  const first = rows[0]
+  return {
+    rows,
+    olderCursor: hasOlder ? (rows.at(-1)?.id ?? null) : null,
+    newerCursor: cursor.before !== undefined && first ? await idAfter(base, first.id) : null,
+  }
+}
+
+async function idBefore(base: EventQuery, id: number): Promise<number | null> {
+  const row = await base
+    .select('events.id')
+    .where('events.id', '<', id)
+    .orderBy('events.id', 'desc')
+    .limit(1)
+    .executeTakeFirst()
+  return row ? id : null
+}
+
+async function idAfter(base: EventQuery, id: number): Promise<number | null> {
+  const row = await base
+    .select('events.id')
+    .where('events.id', '>', id)
+    .orderBy('events.id', 'asc')
+    .limit(1)
+    .executeTakeFirst()
+  return row ? id : null
+}
+
+/**
+ * Every matching event, newest first, in chunks read one after the other by keyset: no query holds
+ * more than `chunkSize` rows, so memory stays flat however many events match.
+ */
+export async function* scanEvents(
+  db: Kysely<DB>,
+  dialect: DialectName,
+  accountId: number,
+  filter: EventFilter,
+  chunkSize = 5000,
+): AsyncGenerator<EventRow[]> {
+  let before: number | undefined
+  for (;;) {
+    let q = applyFilter(db.selectFrom('events'), dialect, accountId, filter)
+      .selectAll()
+      .orderBy('events.id', 'desc')
+      .limit(chunkSize)
+    if (before !== undefined) q = q.where('events.id', '<', before)
+    const rows = await q.execute()
+    if (rows.length === 0) return
+    yield rows
+    if (rows.length < chunkSize) return
+    before = rows[rows.length - 1]?.id
+  }
+}
+
+/** Distinct recent services and environments, to suggest in the filter fields. */
+export async function recentNames(
+  db: Kysely<DB>,
+  accountId: number,
+): Promise<{ services: string[]; environments: string[] }> {
+  const recent = await db
+    .selectFrom('events')
+    .select(['service', 'environment'])
+    .where('account_id', '=', accountId)
+    .orderBy('id', 'desc')
+    .limit(1000)
+    .execute()
+  const services = [...new Set(recent.map((r) => r.service))].sort((a, b) => a.localeCompare(b))
+  const environments = [...new Set(recent.map((r) => r.environment))].sort((a, b) => a.localeCompare(b))
+  return { services, environments }
+}

@@ -1,0 +1,98 @@
+// Server-side login sessions: the cookie holds a random token, the database its digest.
+import { createHash, randomBytes } from 'node:crypto'
+import type { Kysely } from 'kysely'
+import type { DB, UserRole } from '../db/schema.js'
+
+export const SESSION_LIFETIME_MS = 14 * 24 * 60 * 60 * 1000
+// Extending the session on every page view would be a write per request; once a while is enough.
+const TOUCH_EVERY_MS = 5 * 60 * 1000
+
+function digest(token: string): string {
+  return createHash('sha256').update(token, 'utf8').digest('hex')
+}
+
+/** Who is logged in, as pages need it. */
+export interface SessionUser {
+  sessionId: string
+  userId: number
+  email: string
+  role: UserRole
+  accountId: number
+  accountName: string
+  mustChangePassword: boolean
+}
+
+export async function createSession(db: Kysely<DB>, userId: number): Promise<string> {
+  const token = randomBytes(32).toString('base64url')
+  const now = Date.now()
+  await db
+    .insertInto('sessions')
+    .values({
+      id: digest(token),
+      user_id: userId,
+      created_at: now,
+      last_seen_at: now,
+      expires_at: now + SESSION_LIFETIME_MS,
+    })
+    .execute()
+  return token
+}
+
+export async function findSession(db: Kysely<DB>, token: string): Promise<SessionUser | undefined> {
+  if (!/^[A-Za-z0-9_-]{43}$/.test(token)) return undefined
+  const id = digest(token)
+  const now = Date.now()
+  const row = await db
+    .selectFrom('sessions')
+    .innerJoin('users', 'users.id', 'sessions.user_id')
+    .innerJoin('accounts', 'accounts.id', 'users.account_id')
+    .select([
+      'sessions.id as sessionId',
+      'sessions.last_seen_at',
+      'sessions.expires_at',
+      'users.id as userId',
+      'users.email',
+      'users.role',
+      'users.must_change_password',
+      'accounts.id as accountId',
+      'accounts.name as accountName',
+    ])
+    .where('sessions.id', '=', id)
+    .executeTakeFirst()
+  if (!row || row.expires_at <= now) return undefined
+  if (now - row.last_seen_at > TOUCH_EVERY_MS) {
+    await db
+      .updateTable('sessions')
+      .set({ last_seen_at: now, expires_at: now + SESSION_LIFETIME_MS })
+      .where('id', '=', id)
+      .execute()
+  }
+  return {
+    sessionId: row.sessionId,
+    userId: row.userId,
+    email: row.email,
+    role: row.role,
+    accountId: row.accountId,
+    accountName: row.accountName,
+    mustChangePassword: row.must_change_password === 1,
+  }
+}
+
+export async function deleteSession(db: Kysely<DB>, sessionId: string): Promise<void> {
+  await db.deleteFrom('sessions').where('id', '=', sessionId).execute()
+}
+
+/** Ends every session of a user (password changed, user removed), except optionally one. */
+export async function deleteUserSessions(
+  db: Kysely<DB>,
+  userId: number,
+  keepSessionId?: string,
+): Promise<void> {
+  let q = db.deleteFrom('sessions').where('user_id', '=', userId)
+  if (keepSessionId) q = q.where('id', '!=', keepSessionId)
+  await q.execute()
+}
+
+export async function deleteExpiredSessions(db: Kysely<DB>): Promise<void> {
+  await db.deleteFrom('sessions').where('expires_at', '<=', Date.now()).execute()
+}

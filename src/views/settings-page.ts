@@ -1,0 +1,196 @@
+// Settings: API keys (create, shown once, list, revoke), ready-to-paste snippets, and users.
+import type { ApiKeyRow, User } from '../db/schema.js'
+import type { SessionUser } from '../domain/sessions.js'
+import { html, type SafeHtml } from './html.js'
+import { layout, timeTag } from './layout.js'
+
+export interface SettingsPageData {
+  user: SessionUser
+  csrfToken: string
+  keys: ApiKeyRow[]
+  users: User[]
+  baseUrl: string
+  deployImage: string
+  /** A key created by this request: its only appearance. */
+  newKey?: { name: string; key: string }
+  /** A one-time password for a user just added or reset: its only appearance. */
+  newPassword?: { email: string; password: string }
+  notice?: string
+  errors: string[]
+}
+
+function secretBlock(id: string, label: string, value: string, explanation: string): SafeHtml {
+  return html`<div class="notice" role="status">
+      <p><strong>${label}</strong> ${explanation}</p>
+      <div class="secret">
+        <code id="${id}">${value}</code>
+        <button type="button" class="secondary" data-copy="${id}" hidden>Copy</button>
+        <span id="${id}-status" role="status" aria-live="polite"></span>
+      </div>
+    </div>`
+}
+
+function keyRows(d: SettingsPageData, isAdmin: boolean): SafeHtml {
+  if (d.keys.length === 0) return html`<p>No API keys yet.${isAdmin ? ' Create one below.' : ''}</p>`
+  return html`<div class="table-wrap"><table>
+      <caption class="sr-only">API keys</caption>
+      <thead><tr>
+        <th scope="col">Name</th><th scope="col">Prefix</th><th scope="col">Created</th>
+        <th scope="col">Created by</th><th scope="col">Last used</th><th scope="col">Status</th>
+        ${isAdmin ? html`<th scope="col"><span class="sr-only">Actions</span></th>` : ''}
+      </tr></thead>
+      <tbody>${d.keys.map(
+        (k) => html`<tr>
+          <td>${k.name}</td>
+          <td class="mono">${k.prefix}…</td>
+          <td>${timeTag(k.created_at)}</td>
+          <td>${k.created_by}</td>
+          <td>${k.last_used_at === null ? 'never' : timeTag(k.last_used_at)}</td>
+          <td>${k.revoked_at === null ? 'active' : html`<span class="badge revoked">revoked</span> ${timeTag(k.revoked_at)}`}</td>
+          ${
+            isAdmin
+              ? html`<td>${
+                  k.revoked_at === null
+                    ? html`<details class="confirm">
+                      <summary>Revoke…</summary>
+                      <form method="post" action="/settings/keys/${k.id}/revoke">
+                        <input type="hidden" name="_csrf" value="${d.csrfToken}">
+                        <p>Pipelines using <strong>${k.name}</strong> will be refused at once. This cannot be undone.</p>
+                        <button type="submit" class="danger">Revoke ${k.name}</button>
+                      </form>
+                    </details>`
+                    : ''
+                }</td>`
+              : ''
+          }
+        </tr>`,
+      )}</tbody>
+    </table></div>`
+}
+
+function snippets(baseUrl: string, image: string): SafeHtml {
+  return html`<h2 id="snippets">Send events from your pipelines</h2>
+    <p class="hint">Keep the key in your CI system's secrets as <code>SHIPLOG_API_KEY</code>; never write it into a script.</p>
+    <h3>curl: newer form</h3>
+    <pre class="snippet"><code>curl -X POST ${baseUrl}/deploy \\
+  -H "Content-Type: application/json" -H "x-api-key: $SHIPLOG_API_KEY" \\
+  -d '{"service":"App1","environment":"Prod","version":"1.0.3","status":"Deployed"}'</code></pre>
+    <h3>curl: legacy JSON form</h3>
+    <pre class="snippet"><code>curl -X POST -H "X-API-Key: $SHIPLOG_API_KEY" \\
+  -d '{"app":"App1","env":"Prod","version":"1.0.3","status":"Deployed"}' \\
+  ${baseUrl}/put</code></pre>
+    <h3>curl: legacy query form</h3>
+    <pre class="snippet"><code>curl -H "X-API-Key: $SHIPLOG_API_KEY" \\
+  "${baseUrl}/put?app=App1&amp;env=Prod&amp;version=1.0.3&amp;status=Deployed"</code></pre>
+    <h3>GitHub Actions</h3>
+    <pre class="snippet"><code>- name: Record deployment
+  uses: docker://${image}:1
+  env:
+    SHIPLOG_URL: ${baseUrl}
+  with:
+    args: \${{ secrets.SHIPLOG_API_KEY }} App1 Prod \${{ github.ref_name }} Deployed</code></pre>
+    <h3>GitLab CI</h3>
+    <pre class="snippet"><code>record-deployment:
+  stage: deploy
+  image: ${image}:1
+  variables:
+    SHIPLOG_URL: ${baseUrl}
+  script:
+    - shiplog-deploy "$SHIPLOG_API_KEY" "$CI_PROJECT_NAME" "$CI_ENVIRONMENT_NAME" "$CI_COMMIT_REF_NAME:\${CI_COMMIT_SHORT_SHA}" Deployed</code></pre>`
+}
+
+function usersSection(d: SettingsPageData, isAdmin: boolean): SafeHtml {
+  const rows = d.users.map(
+    (u) => html`<tr>
+      <td>${u.email}${u.id === d.user.userId ? html` <span class="hint">(you)</span>` : ''}</td>
+      <td>${
+        isAdmin && u.id !== d.user.userId
+          ? html`<form method="post" action="/settings/users/${u.id}/role" class="row-actions">
+              <input type="hidden" name="_csrf" value="${d.csrfToken}">
+              <label class="sr-only" for="role-${u.id}">Role of ${u.email}</label>
+              <select id="role-${u.id}" name="role">
+                <option value="admin" ${u.role === 'admin' ? html`selected` : ''}>admin</option>
+                <option value="member" ${u.role === 'member' ? html`selected` : ''}>member</option>
+              </select>
+              <button type="submit" class="secondary">Change role</button>
+            </form>`
+          : u.role
+      }</td>
+      <td>${timeTag(u.created_at)}</td>
+      ${
+        isAdmin
+          ? html`<td>${
+              u.id === d.user.userId
+                ? ''
+                : html`<details class="confirm">
+                  <summary>Remove…</summary>
+                  <form method="post" action="/settings/users/${u.id}/remove">
+                    <input type="hidden" name="_csrf" value="${d.csrfToken}">
+                    <p>${u.email} will be logged out and can no longer sign in.</p>
+                    <button type="submit" class="danger">Remove ${u.email}</button>
+                  </form>
+                </details>`
+            }</td>`
+          : ''
+      }
+    </tr>`,
+  )
+  return html`<section aria-labelledby="users-heading">
+      <h2 id="users-heading">Users</h2>
+      ${d.newPassword ? secretBlock('new-password', `One-time password for ${d.newPassword.email}:`, d.newPassword.password, 'Shown once. Give it to them privately; they choose their own password when they first log in.') : ''}
+      <div class="table-wrap"><table>
+        <caption class="sr-only">Users of this account</caption>
+        <thead><tr><th scope="col">Email</th><th scope="col">Role</th><th scope="col">Added</th>
+        ${isAdmin ? html`<th scope="col"><span class="sr-only">Actions</span></th>` : ''}</tr></thead>
+        <tbody>${rows}</tbody>
+      </table></div>
+      ${
+        isAdmin
+          ? html`<form method="post" action="/settings/users" class="panel spaced">
+              <input type="hidden" name="_csrf" value="${d.csrfToken}">
+              <h3>Add a user</h3>
+              <label for="new-email">Email</label>
+              <input id="new-email" name="email" type="email" required autocomplete="off">
+              <label for="new-role">Role</label>
+              <select id="new-role" name="role"><option value="member">member: reads the log</option><option value="admin">admin: also manages keys and users</option></select>
+              <p><button type="submit">Add user</button></p>
+              <p class="hint">They get a one-time password, shown here once.</p>
+            </form>`
+          : ''
+      }
+    </section>`
+}
+
+export function settingsPage(d: SettingsPageData): SafeHtml {
+  const isAdmin = d.user.role === 'admin'
+  return layout({
+    title: 'Settings',
+    user: d.user,
+    current: 'settings',
+    csrfToken: d.csrfToken,
+    body: html`<h1>Settings</h1>
+      ${d.notice ? html`<div class="notice" role="status">${d.notice}</div>` : ''}
+      ${d.errors.length > 0 ? html`<div class="error-box" role="alert">${d.errors.join(' ')}</div>` : ''}
+      <section aria-labelledby="keys-heading">
+        <h2 id="keys-heading">API Keys</h2>
+        <p class="hint">Pipelines send events with an API key. ${isAdmin ? '' : 'Only admins can create or revoke keys.'}</p>
+        ${d.newKey ? secretBlock('new-key', `New key "${d.newKey.name}":`, d.newKey.key, 'Copy it now: it is shown only this once, and Shiplog keeps only a fingerprint of it.') : ''}
+        ${keyRows(d, isAdmin)}
+        ${
+          isAdmin
+            ? html`<form method="post" action="/settings/keys" class="panel spaced">
+                <input type="hidden" name="_csrf" value="${d.csrfToken}">
+                <label for="key-name">Name for a new key</label>
+                <input id="key-name" name="name" type="text" required maxlength="100" placeholder="e.g. github-actions" aria-describedby="key-name-hint">
+                <p class="hint" id="key-name-hint">Name it after where it will be used, so you know what to revoke.</p>
+                <p><button type="submit">Create API key</button></p>
+              </form>`
+            : ''
+        }
+      </section>
+      ${snippets(d.baseUrl, d.deployImage)}
+      ${usersSection(d, isAdmin)}
+      <h2>Your account</h2>
+      <p><a href="/account/password">Change your password</a></p>`,
+  })
+}
