@@ -163,6 +163,13 @@ export function registerProblemHandlers(app: FastifyInstance): void {
   })
 }
 
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    /** Set on the routes that only answer 405, so hooks such as CSRF checks can skip them. */
+    methodNotAllowed?: boolean
+  }
+}
+
 const ALL_METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'] as const
 type Method = (typeof ALL_METHODS)[number]
 
@@ -176,6 +183,7 @@ export function methodNotAllowed(app: FastifyInstance, url: string, allowed: rea
   app.route({
     method: others,
     url,
+    config: { methodNotAllowed: true },
     exposeHeadRoute: false,
     handler: async (request, reply) => {
       reply.header('allow', allow)

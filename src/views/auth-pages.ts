@@ -105,3 +105,18 @@ export function errorPage(p: {
     </div>`,
   })
 }
+
+export function logoutPage(p: { user: SessionUser; csrfToken: string }) {
+  return layout({
+    title: 'Log out',
+    user: p.user,
+    csrfToken: p.csrfToken,
+    body: html`<div class="panel narrow">
+      <h1>Log out of Shiplog?</h1>
+      <form method="post" action="/logout">
+        <input type="hidden" name="_csrf" value="${p.csrfToken}">
+        <p><button type="submit">Log out</button> <a href="/logs/">Stay</a></p>
+      </form>
+    </div>`,
+  })
+}

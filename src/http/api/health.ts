@@ -3,11 +3,14 @@ import type { FastifyPluginAsync } from 'fastify'
 import { Type } from 'typebox'
 import type { Database } from '../../db/connect.js'
 import { checkWritable } from '../../domain/settings.js'
-import { problems, sendProblem } from '../problem.js'
+import { methodNotAllowed, problems, sendProblem } from '../problem.js'
 
 const READY_TIMEOUT_MS = 2000
 
 export const healthRoutes: FastifyPluginAsync<{ database: Database }> = async (app, { database }) => {
+  methodNotAllowed(app, '/healthz', ['GET', 'HEAD'])
+  methodNotAllowed(app, '/readyz', ['GET', 'HEAD'])
+
   const Ok = Type.Object({ status: Type.Literal('ok') })
 
   app.get('/healthz', { schema: { response: { 200: Ok } } }, async () => ({ status: 'ok' as const }))

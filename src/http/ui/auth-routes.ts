@@ -12,7 +12,7 @@ import {
 } from '../../domain/accounts.js'
 import { hashPassword, passwordProblem, verifyPassword } from '../../domain/passwords.js'
 import { createSession, deleteSession, deleteUserSessions } from '../../domain/sessions.js'
-import { loginPage, passwordPage, setupPage } from '../../views/auth-pages.js'
+import { loginPage, logoutPage, passwordPage, setupPage } from '../../views/auth-pages.js'
 import { HttpProblem } from '../problem.js'
 import { checkRateLimit } from '../rate-limit.js'
 import { safeNext, type UiContext } from './plugin.js'
@@ -125,6 +125,12 @@ export const authRoutes: FastifyPluginAsync<UiContext> = async (app, ctx) => {
     ctx.setSessionCookie(reply, await createSession(db, user.id))
     if (user.must_change_password === 1) return reply.redirect('/account/password', 303)
     return reply.redirect(next ?? '/logs/', 303)
+  })
+
+  // Someone who types /logout gets a button; logging out itself needs the form's CSRF token.
+  app.get('/logout', async (request, reply) => {
+    if (!request.user) return reply.redirect('/login', 303)
+    return ctx.page(reply, logoutPage({ user: request.user, csrfToken: reply.generateCsrf() }))
   })
 
   app.post('/logout', async (request, reply) => {

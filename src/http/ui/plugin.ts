@@ -11,7 +11,7 @@ import type { ApiKeyVerifier } from '../../domain/keys.js'
 import { deleteExpiredSessions, findSession, type SessionUser } from '../../domain/sessions.js'
 import { errorPage } from '../../views/auth-pages.js'
 import type { SafeHtml } from '../../views/html.js'
-import { HttpProblem, toProblem } from '../problem.js'
+import { HttpProblem, methodNotAllowed, toProblem } from '../problem.js'
 import type { RateLimitStore } from '../rate-limit.js'
 import { authRoutes } from './auth-routes.js'
 import { logsRoutes } from './logs-routes.js'
@@ -84,7 +84,7 @@ export const uiRoutes: FastifyPluginAsync<UiOptions> = async (app: FastifyInstan
   })
   // Every POST in the UI is a form: it must carry the token from the page it came from.
   app.addHook('preHandler', async (request, reply) => {
-    if (request.method !== 'POST') return
+    if (request.method !== 'POST' || request.routeOptions.config.methodNotAllowed) return
     await new Promise<void>((resolve, reject) => {
       app.csrfProtection(request, reply, (err?: Error) => (err ? reject(err) : resolve()))
     })
@@ -168,4 +168,18 @@ export const uiRoutes: FastifyPluginAsync<UiOptions> = async (app: FastifyInstan
   await app.register(authRoutes, ctx)
   await app.register(logsRoutes, ctx)
   await app.register(settingsRoutes, ctx)
+
+  const readOnly = [
+    '/',
+    '/logs',
+    '/logs/',
+    '/logs/export.csv',
+    '/logs/export.json',
+    '/settings',
+    '/settings/',
+  ]
+  for (const path of readOnly) methodNotAllowed(app, path, ['GET', 'HEAD'])
+  for (const path of ['/setup', '/login', '/logout', '/account/password']) {
+    methodNotAllowed(app, path, ['GET', 'HEAD', 'POST'])
+  }
 }
