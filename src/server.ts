@@ -25,8 +25,16 @@ export async function startServer(config: Config): Promise<RunningServer> {
       app: running,
       address,
       stop: () => {
-        // Stop accepting, let in-flight requests and the pending batch finish, then close the database.
-        stopping ??= running.close().finally(() => database.close())
+        if (!stopping) {
+          // Stop accepting, let in-flight requests and the pending batch finish, then close the
+          // database. Keep-alive connections that finish their last request after close() began would
+          // stay open until keepAliveTimeout (65 s); close each as soon as it falls idle.
+          const sweep = setInterval(() => running.server.closeIdleConnections(), 100)
+          stopping = running.close().finally(() => {
+            clearInterval(sweep)
+            return database.close()
+          })
+        }
         return stopping
       },
     }
