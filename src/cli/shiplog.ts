@@ -123,9 +123,13 @@ async function usersCreate(args: string[]): Promise<void> {
   if (badPassword) throw new CliError(`password ${badPassword}`)
 
   await withDatabase(async ({ db }) => {
-    const acct = await ensureAccount(db, account)
     try {
-      const user = await createUser(db, { accountId: acct.id, email, password, role: role as UserRole })
+      // One transaction: a refused user must not leave a new, empty account behind.
+      const { user, acct } = await db.transaction().execute(async (trx) => {
+        const acct = await ensureAccount(trx, account)
+        const user = await createUser(trx, { accountId: acct.id, email, password, role: role as UserRole })
+        return { user, acct }
+      })
       process.stderr.write(`created ${user.role} ${user.email} in account "${acct.name}"\n`)
     } catch (err) {
       if (err instanceof UserExistsError) throw new CliError(err.message)
