@@ -152,6 +152,7 @@ export const uiRoutes: FastifyPluginAsync<UiOptions> = async (app: FastifyInstan
           title: 'This form has expired',
           detail: 'For your safety the form could not be accepted. Go back, reload the page and try again.',
           user: request.user,
+          csrfToken: reply.generateCsrf(),
         }),
         403,
       )
@@ -160,7 +161,13 @@ export const uiRoutes: FastifyPluginAsync<UiOptions> = async (app: FastifyInstan
     for (const [name, value] of Object.entries(problem.extra.headers ?? {})) reply.header(name, value)
     return ctx.page(
       reply,
-      errorPage({ status: problem.status, title: problem.title, detail: problem.detail, user: request.user }),
+      errorPage({
+        status: problem.status,
+        title: problem.title,
+        detail: problem.detail,
+        user: request.user,
+        csrfToken: reply.generateCsrf(),
+      }),
       problem.status,
     )
   })
