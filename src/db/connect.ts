@@ -40,6 +40,11 @@ function openSqlite(path: string): Database {
   sqlite.pragma('synchronous = FULL')
   sqlite.pragma('foreign_keys = ON')
   sqlite.pragma('busy_timeout = 5000')
+  // SQLite's lower() and LIKE fold only ASCII letters; this folds all of Unicode, like
+  // PostgreSQL's ILIKE, for searches that need it.
+  sqlite.function('casefold', { deterministic: true }, (value: unknown) =>
+    typeof value === 'string' ? value.toLowerCase() : value,
+  )
   const db = new Kysely<DB>({ dialect: new SqliteDialect({ database: sqlite }) })
   return {
     db,

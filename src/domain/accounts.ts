@@ -109,7 +109,15 @@ export async function setupFirstAdmin(
 ): Promise<User> {
   const passwordHash = await hashPassword(input.password)
   return db.transaction().execute(async (trx) => {
-    if ((await countUsers(trx)) > 0) throw new SetupClosedError('Shiplog is already set up')
+    // Claiming a fixed settings row serialises concurrent set-ups on both databases: a second
+    // transaction waits on the row's unique key, then finds it taken.
+    const claimed = await trx
+      .insertInto('settings')
+      .values({ name: 'setup_done', value: String(Date.now()) })
+      .onConflict((oc) => oc.column('name').doNothing())
+      .returning('name')
+      .executeTakeFirst()
+    if (!claimed || (await countUsers(trx)) > 0) throw new SetupClosedError('Shiplog is already set up')
     const account = await ensureAccount(trx, input.accountName)
     return trx
       .insertInto('users')
@@ -144,6 +152,13 @@ export class LastAdminError extends Error {
 }
 
 async function otherAdmins(db: Kysely<DB>, accountId: number, userId: number): Promise<number> {
+  // Touch the account row first: on PostgreSQL this row lock makes concurrent role changes of one
+  // account wait for each other, so two admins cannot demote or remove each other at once.
+  await db
+    .updateTable('accounts')
+    .set((eb) => ({ name: eb.ref('name') }))
+    .where('id', '=', accountId)
+    .execute()
   const row = await db
     .selectFrom('users')
     .select((eb) => eb.fn.countAll<number | string>().as('n'))

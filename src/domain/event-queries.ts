@@ -87,6 +87,11 @@ export function filterToQuery(filter: EventFilter): Record<string, string> {
   return q
 }
 
+function isAscii(text: string): boolean {
+  for (let i = 0; i < text.length; i++) if (text.charCodeAt(i) > 0x7f) return false
+  return true
+}
+
 function escapeLike(text: string): string {
   return text.replace(/[\\%_]/g, (c) => `\\${c}`)
 }
@@ -107,11 +112,17 @@ function applyFilter(
   if (filter.to !== undefined) q = q.where('events.received_at', '<=', filter.to)
   if (filter.version) {
     const pattern = `%${escapeLike(filter.version)}%`
-    // SQLite's LIKE ignores ASCII case already; PostgreSQL needs ILIKE for the same answer.
-    // SQLite's LIKE ignores ASCII case already; PostgreSQL needs ILIKE for the same answer. SQLite
-    // has no default escape character, so name one for both.
-    const op = sql.raw(dialect === 'postgres' ? 'ilike' : 'like')
-    q = q.where(sql<boolean>`${sql.ref('events.version')} ${op} ${pattern} escape '\\'`)
+    // PostgreSQL: ILIKE. SQLite: LIKE already ignores ASCII case; for other letters both sides go
+    // through casefold() (registered in connect.ts), which costs a call per row, so only then.
+    // SQLite has no default escape character, so one is named for both.
+    const version = sql.ref('events.version')
+    if (dialect === 'postgres') {
+      q = q.where(sql<boolean>`${version} ilike ${pattern} escape '\\'`)
+    } else if (isAscii(pattern)) {
+      q = q.where(sql<boolean>`${version} like ${pattern} escape '\\'`)
+    } else {
+      q = q.where(sql<boolean>`casefold(${version}) like casefold(${pattern}) escape '\\'`)
+    }
   }
   return q
 }

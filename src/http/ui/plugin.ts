@@ -7,6 +7,7 @@ import fastifyStatic from '@fastify/static'
 import type { FastifyInstance, FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify'
 import type { Config } from '../../config.js'
 import type { Database } from '../../db/connect.js'
+import { hasControlCharacter } from '../../domain/accounts.js'
 import type { ApiKeyVerifier } from '../../domain/keys.js'
 import { deleteExpiredSessions, findSession, type SessionUser } from '../../domain/sessions.js'
 import { errorPage } from '../../views/auth-pages.js'
@@ -48,10 +49,13 @@ const PUBLIC_DIR = fileURLToPath(new URL('../../../public/', import.meta.url))
 
 /** Only same-site paths may be redirected to after login. */
 export function safeNext(next: unknown): string | undefined {
-  if (typeof next !== 'string' || !next.startsWith('/') || next.startsWith('//') || next.startsWith('/\\')) {
-    return undefined
-  }
-  return next
+  if (typeof next !== 'string' || !next.startsWith('/') || next.length > 2000) return undefined
+  // Browsers drop tabs and newlines from URLs and read a backslash as a slash, so "/\t/evil" would
+  // become "//evil": refuse those outright, then make sure the path stays on this site.
+  if (hasControlCharacter(next) || next.includes('\\')) return undefined
+  const resolved = new URL(next, 'http://shiplog.invalid')
+  if (resolved.origin !== 'http://shiplog.invalid') return undefined
+  return `${resolved.pathname}${resolved.search}`
 }
 
 export const uiRoutes: FastifyPluginAsync<UiOptions> = async (app: FastifyInstance, options) => {
@@ -83,11 +87,10 @@ export const uiRoutes: FastifyPluginAsync<UiOptions> = async (app: FastifyInstan
     request.user = (await findSession(database.db, unsigned.value)) ?? null
   })
   // Every POST in the UI is a form: it must carry the token from the page it came from.
-  app.addHook('preHandler', async (request, reply) => {
-    if (request.method !== 'POST' || request.routeOptions.config.methodNotAllowed) return
-    await new Promise<void>((resolve, reject) => {
-      app.csrfProtection(request, reply, (err?: Error) => (err ? reject(err) : resolve()))
-    })
+  // Callback style: on a bad token the plugin answers (403) itself and never calls back.
+  app.addHook('preHandler', (request, reply, done) => {
+    if (request.method !== 'POST' || request.routeOptions.config.methodNotAllowed) return done()
+    app.csrfProtection(request, reply, done)
   })
 
   const sweep = setInterval(

@@ -1,0 +1,88 @@
+// Every page carries a strict CSP (no inline scripts, no framing), nosniff, and Cache-Control: no-store.
+import assert from 'node:assert/strict'
+import { test } from 'node:test'
+import { buildTestApp } from '../helper.js'
+import { Browser, createUserIn, login, type Response } from '../support/ui.js'
+
+function directives(csp: string): Map<string, string[]> {
+  const out = new Map<string, string[]>()
+  for (const part of csp.split(';')) {
+    const [name, ...values] = part.trim().split(/\s+/)
+    if (name) out.set(name.toLowerCase(), values)
+  }
+  return out
+}
+
+function assertPageHeaders(res: Response, where: string): void {
+  assert.match(String(res.headers['content-type']), /^text\/html/, `${where} is a page`)
+  const csp = String(res.headers['content-security-policy'] ?? '')
+  assert.ok(csp, `${where} has a Content-Security-Policy`)
+  const d = directives(csp)
+  const scripts = d.get('script-src') ?? d.get('default-src')
+  assert.ok(scripts, `${where}: scripts are restricted (${csp})`)
+  assert.ok(!scripts.includes("'unsafe-inline'"), `${where}: no inline scripts (${csp})`)
+  assert.ok(!scripts.includes("'unsafe-eval'"), `${where}: no eval (${csp})`)
+  assert.ok(!scripts.includes('*'), `${where}: no wildcard script source`)
+  assert.deepEqual(d.get('frame-ancestors'), ["'none'"], `${where}: frame-ancestors 'none' (${csp})`)
+  assert.equal(res.headers['x-content-type-options'], 'nosniff', where)
+  assert.equal(res.headers['cache-control'], 'no-store', `${where}: Cache-Control`)
+}
+
+test('pages before login: set-up and login', async (t) => {
+  const ctx = await buildTestApp(t)
+  const setup = await ctx.app.inject({ method: 'GET', url: '/setup' })
+  assert.equal(setup.statusCode, 200)
+  assertPageHeaders(setup, '/setup')
+
+  await createUserIn(ctx.database, ctx.tenant.account.id, 'ada@example.com')
+  const browser = new Browser(ctx.app)
+  const page = await browser.get('/login')
+  assert.equal(page.statusCode, 200)
+  assertPageHeaders(page, '/login')
+  const token = await browser.csrf('/login')
+  const wrong = await browser.post('/login', {
+    _csrf: token,
+    email: 'ada@example.com',
+    password: 'not the one!',
+  })
+  assert.equal(wrong.statusCode, 401)
+  assertPageHeaders(wrong, 'the failed-login page')
+  const forged = await browser.post('/login', { _csrf: 'forged', email: 'ada@example.com', password: 'x' })
+  assert.equal(forged.statusCode, 403)
+  assertPageHeaders(forged, 'the CSRF refusal page')
+})
+
+test('pages after login: logs, settings, password, a new key, error pages; downloads are no-store too', async (t) => {
+  const ctx = await buildTestApp(t)
+  await createUserIn(ctx.database, ctx.tenant.account.id, 'ada@example.com')
+  await createUserIn(ctx.database, ctx.tenant.account.id, 'mel@example.com', { role: 'member' })
+  const browser = await login(ctx.app, 'ada@example.com')
+  for (const url of ['/logs/', '/logs/?service=x&status=failed', '/settings/', '/account/password']) {
+    const res = await browser.get(url)
+    assert.equal(res.statusCode, 200, url)
+    assertPageHeaders(res, url)
+  }
+  const badFilter = await browser.get('/logs/?status=nope')
+  assert.equal(badFilter.statusCode, 400)
+  assertPageHeaders(badFilter, 'the bad-filter page')
+
+  const created = await browser.submit('/settings/', '/settings/keys', { name: 'secret-holder' })
+  assert.equal(created.statusCode, 201)
+  assertPageHeaders(created, 'the page showing a new key')
+
+  const notFound = await browser.submit('/settings/', '/settings/keys/424242/revoke', {})
+  assert.equal(notFound.statusCode, 404)
+  assertPageHeaders(notFound, 'the 404 page')
+
+  const member = await login(ctx.app, 'mel@example.com')
+  const forbidden = await member.submit('/settings/', '/settings/keys', { name: 'nope' })
+  assert.equal(forbidden.statusCode, 403)
+  assertPageHeaders(forbidden, 'the 403 page')
+
+  for (const url of ['/logs/export.csv', '/logs/export.json']) {
+    const res = await browser.get(url)
+    assert.equal(res.statusCode, 200)
+    assert.equal(res.headers['cache-control'], 'no-store', url)
+    assert.equal(res.headers['x-content-type-options'], 'nosniff', url)
+  }
+})

@@ -1,0 +1,286 @@
+// Members read but cannot change keys or users; admins can, with one-time secrets; the last admin stays.
+import assert from 'node:assert/strict'
+import { test } from 'node:test'
+import { digestApiKey } from '../../src/domain/keys.js'
+import { buildTestApp, type TestApp } from '../helper.js'
+import {
+  assertRedirect,
+  Browser,
+  countRows,
+  createUserIn,
+  deploy,
+  login,
+  textOfId,
+  userRow,
+  userSession,
+} from '../support/ui.js'
+
+const EVENT = { service: 'api', environment: 'prod', version: '1.0.0', status: 'Deployed' }
+
+async function keyRevokedAt(ctx: TestApp, id: number): Promise<number | null> {
+  const row = await ctx.database.db
+    .selectFrom('api_keys')
+    .select('revoked_at')
+    .where('id', '=', id)
+    .executeTakeFirstOrThrow()
+  return row.revoked_at
+}
+
+test('a member reads /logs/ and /settings/ but gets 403 for every change, and nothing changes', async (t) => {
+  const ctx = await buildTestApp(t)
+  const accountId = ctx.tenant.account.id
+  const admin = await createUserIn(ctx.database, accountId, 'ada@example.com')
+  const { browser: member, user: mel } = await userSession(ctx, accountId, 'mel@example.com', 'member')
+
+  assert.equal((await member.get('/logs/')).statusCode, 200)
+  const settings = await member.get('/settings/')
+  assert.equal(settings.statusCode, 200)
+  assert.match(settings.payload, /API Keys/)
+  assert.match(settings.payload, /<td>ci<\/td>/, 'the key list is readable')
+  assert.doesNotMatch(settings.payload, /action="\/settings\/keys"|\/revoke"|action="\/settings\/users/)
+
+  const keysBefore = await countRows(ctx.database, 'api_keys')
+  const usersBefore = await countRows(ctx.database, 'users')
+  const attempts: [string, Record<string, string>][] = [
+    ['/settings/keys', { name: 'member-key' }],
+    [`/settings/keys/${ctx.tenant.keyId}/revoke`, {}],
+    ['/settings/users', { email: 'friend@example.com', role: 'admin' }],
+    [`/settings/users/${mel.id}/role`, { role: 'admin' }],
+    [`/settings/users/${admin.id}/role`, { role: 'member' }],
+    [`/settings/users/${admin.id}/remove`, {}],
+  ]
+  for (const [url, form] of attempts) {
+    const res = await member.submit('/settings/', url, form)
+    assert.equal(res.statusCode, 403, `member POST ${url}`)
+    assert.match(res.payload, /Admins only/)
+  }
+  assert.equal(await countRows(ctx.database, 'api_keys'), keysBefore)
+  assert.equal(await countRows(ctx.database, 'users'), usersBefore)
+  assert.equal(await keyRevokedAt(ctx, ctx.tenant.keyId), null)
+  assert.equal((await userRow(ctx.database, mel.id))?.role, 'member')
+  assert.deepEqual(await userRow(ctx.database, admin.id), admin)
+  assert.equal((await deploy(ctx.app, ctx.tenant.key, EVENT)).status, 201)
+})
+
+test('an admin creates a key shown once, which records events until it is revoked', async (t) => {
+  const ctx = await buildTestApp(t)
+  const { browser } = await userSession(ctx, ctx.tenant.account.id, 'ada@example.com')
+
+  const created = await browser.submit('/settings/', '/settings/keys', { name: 'github-actions' })
+  assert.equal(created.statusCode, 201)
+  assert.equal(created.headers['cache-control'], 'no-store')
+  const key = textOfId(created.payload, 'new-key')
+  assert.ok(key, 'the new key is on the page')
+  assert.match(key, /^shl_[0-9A-Za-z]{32,}$/)
+  assert.match(created.payload, /shown only this once/)
+
+  const row = await ctx.database.db
+    .selectFrom('api_keys')
+    .selectAll()
+    .where('name', '=', 'github-actions')
+    .executeTakeFirstOrThrow()
+  assert.equal(row.digest, digestApiKey(key), 'only the digest is stored')
+  assert.ok(!Object.values(row).includes(key), 'the plaintext is stored nowhere in the row')
+  assert.equal(row.created_by, 'ada@example.com')
+
+  const later = await browser.get('/settings/')
+  assert.equal(later.statusCode, 200)
+  assert.ok(!later.payload.includes(key), 'the key is not shown again')
+  assert.ok(!later.payload.includes(key.slice(0, 20)), 'not even most of it')
+  assert.ok(later.payload.includes(`${row.prefix}…`), 'the short prefix identifies it')
+  assert.match(later.payload, /<td>github-actions<\/td>/)
+
+  const used = await deploy(ctx.app, key, EVENT)
+  assert.equal(used.status, 201)
+  assert.equal(used.body.api_key_name, 'github-actions')
+
+  const revoked = await browser.submit('/settings/', `/settings/keys/${row.id}/revoke`, {})
+  assertRedirect(revoked, '/settings/', 303)
+  assert.notEqual(await keyRevokedAt(ctx, row.id), null)
+  const refused = await deploy(ctx.app, key, EVENT)
+  assert.equal(refused.status, 401, 'a revoked key is refused at once, cache or not')
+  assert.equal((await deploy(ctx.app, ctx.tenant.key, EVENT)).status, 201, 'other keys are unaffected')
+  const after = await browser.get('/settings/?done=revoked')
+  assert.match(after.payload, /revoked/)
+
+  const unnamed = await browser.submit('/settings/', '/settings/keys', { name: '   ' })
+  assert.equal(unnamed.statusCode, 422)
+  const missing = await browser.submit('/settings/', '/settings/keys/999999/revoke', {})
+  assert.equal(missing.statusCode, 404)
+})
+
+test('an added user gets a one-time password, must change it at first login, then uses the app', async (t) => {
+  const ctx = await buildTestApp(t)
+  const { browser: admin } = await userSession(ctx, ctx.tenant.account.id, 'ada@example.com')
+
+  const added = await admin.submit('/settings/', '/settings/users', {
+    email: 'New.Person@Example.com',
+    role: 'admin',
+  })
+  assert.equal(added.statusCode, 201)
+  const oneTime = textOfId(added.payload, 'new-password')
+  assert.ok(oneTime, 'the one-time password is on the page')
+  assert.ok(oneTime.length >= 12)
+  const later = await admin.get('/settings/')
+  assert.ok(!later.payload.includes(oneTime), 'shown only once')
+  assert.match(later.payload, /new\.person@example\.com/)
+
+  const duplicate = await admin.submit('/settings/', '/settings/users', { email: 'new.person@example.com' })
+  assert.equal(duplicate.statusCode, 409)
+
+  const newcomer = new Browser(ctx.app)
+  const token = await newcomer.csrf('/login')
+  const first = await newcomer.post('/login', {
+    _csrf: token,
+    email: 'new.person@example.com',
+    password: oneTime,
+  })
+  assertRedirect(first, '/account/password', 303)
+  for (const url of ['/logs/', '/settings/', '/logs/export.csv']) {
+    assertRedirect(await newcomer.get(url), '/account/password')
+  }
+  // Even as an admin, nothing can be changed before the password is.
+  const keysBefore = await countRows(ctx.database, 'api_keys')
+  const early = await newcomer.submit('/account/password', '/settings/keys', { name: 'too-early' })
+  assertRedirect(early, '/account/password')
+  assert.equal(await countRows(ctx.database, 'api_keys'), keysBefore)
+
+  const page = await newcomer.get('/account/password')
+  assert.equal(page.statusCode, 200)
+  assert.match(page.payload, /one-time password/)
+  const changed = await newcomer.submit('/account/password', '/account/password', {
+    current: oneTime,
+    password: 'my own secret words',
+    confirm: 'my own secret words',
+  })
+  assertRedirect(changed, '/logs/', 303)
+  assert.equal((await newcomer.get('/logs/')).statusCode, 200)
+  assert.equal((await newcomer.get('/settings/')).statusCode, 200)
+
+  const again = new Browser(ctx.app)
+  const t2 = await again.csrf('/login')
+  const stale = await again.post('/login', { _csrf: t2, email: 'new.person@example.com', password: oneTime })
+  assert.equal(stale.statusCode, 401, 'the one-time password is spent')
+  const fresh = await again.post('/login', {
+    _csrf: t2,
+    email: 'new.person@example.com',
+    password: 'my own secret words',
+  })
+  assertRedirect(fresh, '/logs/', 303)
+})
+
+test('an admin changes roles: a promoted member can manage keys, a demoted one no longer can', async (t) => {
+  const ctx = await buildTestApp(t)
+  const accountId = ctx.tenant.account.id
+  const { browser: admin } = await userSession(ctx, accountId, 'ada@example.com')
+  const { browser: member, user: mel } = await userSession(ctx, accountId, 'mel@example.com', 'member')
+
+  const promoted = await admin.submit('/settings/', `/settings/users/${mel.id}/role`, { role: 'admin' })
+  assertRedirect(promoted, '/settings/', 303)
+  assert.equal((await userRow(ctx.database, mel.id))?.role, 'admin')
+  // The change applies to the session already open.
+  assert.equal((await member.submit('/settings/', '/settings/keys', { name: 'mel-key' })).statusCode, 201)
+
+  const demoted = await admin.submit('/settings/', `/settings/users/${mel.id}/role`, { role: 'member' })
+  assertRedirect(demoted, '/settings/', 303)
+  assert.equal((await userRow(ctx.database, mel.id))?.role, 'member')
+  assert.equal((await member.submit('/settings/', '/settings/keys', { name: 'mel-key-2' })).statusCode, 403)
+
+  const nonsense = await admin.submit('/settings/', `/settings/users/${mel.id}/role`, { role: 'owner' })
+  assert.equal(nonsense.statusCode, 422)
+  assert.equal((await userRow(ctx.database, mel.id))?.role, 'member')
+})
+
+test('removing a user ends their session at once and they cannot log in again', async (t) => {
+  const ctx = await buildTestApp(t)
+  const accountId = ctx.tenant.account.id
+  const { browser: admin } = await userSession(ctx, accountId, 'ada@example.com')
+  const { browser: member, user: mel } = await userSession(ctx, accountId, 'mel@example.com', 'member')
+  assert.equal((await member.get('/logs/')).statusCode, 200)
+
+  const removed = await admin.submit('/settings/', `/settings/users/${mel.id}/remove`, {})
+  assertRedirect(removed, '/settings/', 303)
+  assert.equal(await userRow(ctx.database, mel.id), undefined)
+  assertRedirect(await member.get('/logs/'), '/login')
+  assertRedirect(await member.get('/logs/export.json'), '/login')
+
+  const retry = new Browser(ctx.app)
+  const token = await retry.csrf('/login')
+  const res = await retry.post('/login', {
+    _csrf: token,
+    email: 'mel@example.com',
+    password: 'whatever it was',
+  })
+  assert.equal(res.statusCode, 401)
+  assert.doesNotMatch((await admin.get('/settings/')).payload, /mel@example\.com/)
+})
+
+test('the last admin can be neither demoted nor removed', async (t) => {
+  const ctx = await buildTestApp(t)
+  const accountId = ctx.tenant.account.id
+  const { browser: ada, user: adaRow } = await userSession(ctx, accountId, 'ada@example.com')
+  const bea = await createUserIn(ctx.database, accountId, 'bea@example.com')
+  await createUserIn(ctx.database, accountId, 'mel@example.com', { role: 'member' })
+
+  // With two admins, one may step down.
+  const stepDown = await ada.submit('/settings/', `/settings/users/${bea.id}/role`, { role: 'member' })
+  assertRedirect(stepDown, '/settings/', 303)
+
+  const demoteSelf = await ada.submit('/settings/', `/settings/users/${adaRow.id}/role`, { role: 'member' })
+  assert.equal(demoteSelf.statusCode, 409)
+  assert.match(demoteSelf.payload, /at least one admin/)
+  const removeSelf = await ada.submit('/settings/', `/settings/users/${adaRow.id}/remove`, {})
+  assert.equal(removeSelf.statusCode, 409)
+  assert.equal((await userRow(ctx.database, adaRow.id))?.role, 'admin')
+
+  // Bea, an admin again, removes Ada; now Bea is the last admin and cannot step down either.
+  assertRedirect(
+    await ada.submit('/settings/', `/settings/users/${bea.id}/role`, { role: 'admin' }),
+    '/settings/',
+  )
+  const beaBrowser = await login(ctx.app, 'bea@example.com')
+  assertRedirect(
+    await beaBrowser.submit('/settings/', `/settings/users/${adaRow.id}/remove`, {}),
+    '/settings/',
+  )
+  const last = await beaBrowser.submit('/settings/', `/settings/users/${bea.id}/role`, { role: 'member' })
+  assert.equal(last.statusCode, 409)
+  assert.equal((await userRow(ctx.database, bea.id))?.role, 'admin')
+  const admins = await ctx.database.db
+    .selectFrom('users')
+    .select('id')
+    .where('account_id', '=', accountId)
+    .where('role', '=', 'admin')
+    .execute()
+  assert.deepEqual(
+    admins.map((a) => a.id),
+    [bea.id],
+  )
+})
+
+test('two admins demoting or removing each other at the same moment still leave one admin', {}, async (t) => {
+  const ctx = await buildTestApp(t)
+  const accountId = ctx.tenant.account.id
+  const adminsLeft: Record<string, number> = {}
+  for (const action of ['role', 'remove'] as const) {
+    const x = await createUserIn(ctx.database, accountId, `x-${action}@example.com`)
+    const y = await createUserIn(ctx.database, accountId, `y-${action}@example.com`)
+    const bx = await login(ctx.app, x.email)
+    const by = await login(ctx.app, y.email)
+    const [tx, ty] = await Promise.all([bx.csrf(), by.csrf()])
+    const form: Record<string, string> = action === 'role' ? { role: 'member' } : {}
+    await Promise.all([
+      bx.post(`/settings/users/${y.id}/${action}`, { ...form, _csrf: tx }),
+      by.post(`/settings/users/${x.id}/${action}`, { ...form, _csrf: ty }),
+    ])
+    const admins = await ctx.database.db
+      .selectFrom('users')
+      .select('id')
+      .where('account_id', '=', accountId)
+      .where('role', '=', 'admin')
+      .execute()
+    adminsLeft[action] = admins.length
+    await ctx.database.db.deleteFrom('users').where('account_id', '=', accountId).execute()
+  }
+  assert.deepEqual(adminsLeft, { role: 1, remove: 1 }, 'admins left after concurrent demotions / removals')
+})

@@ -1,0 +1,118 @@
+// Logout (and a password change) end sessions on the server, and logins are throttled per email.
+import assert from 'node:assert/strict'
+import { test } from 'node:test'
+import { buildTestApp } from '../helper.js'
+import {
+  assertRedirect,
+  Browser,
+  countRows,
+  createUserIn,
+  login,
+  PASSWORD,
+  setCookies,
+} from '../support/ui.js'
+
+test('POST /logout ends the session server-side: the old cookie no longer opens /logs/', async (t) => {
+  const ctx = await buildTestApp(t)
+  await createUserIn(ctx.database, ctx.tenant.account.id, 'ada@example.com')
+  const browser = await login(ctx.app, 'ada@example.com')
+  const stolen = browser.copy()
+  assert.equal((await stolen.get('/logs/')).statusCode, 200, 'the copied cookie works before logout')
+  assert.equal(await countRows(ctx.database, 'sessions'), 1)
+
+  const token = await browser.csrf('/logs/')
+  const out = await browser.post('/logout', { _csrf: token })
+  assertRedirect(out, '/login', 303)
+  const cleared = setCookies(out).find((c) => c.name === 'shiplog_session')
+  assert.ok(cleared, 'the logout answer clears the cookie in the browser')
+  assert.equal(browser.jar.has('shiplog_session'), false)
+  assert.equal(await countRows(ctx.database, 'sessions'), 0, 'the session row is gone')
+
+  assertRedirect(await browser.get('/logs/'), '/login')
+  // The replayed cookie (as an attacker who copied it would send it) is refused too.
+  assertRedirect(await stolen.get('/logs/'), '/login')
+  assertRedirect(await stolen.get('/settings/'), '/login')
+  assertRedirect(await stolen.get('/logs/export.csv'), '/login')
+})
+
+test('logging out ends only that session; another browser of the same user stays in', async (t) => {
+  const ctx = await buildTestApp(t)
+  await createUserIn(ctx.database, ctx.tenant.account.id, 'ada@example.com')
+  const laptop = await login(ctx.app, 'ada@example.com')
+  const phone = await login(ctx.app, 'ada@example.com')
+  const token = await laptop.csrf('/logs/')
+  assert.equal((await laptop.post('/logout', { _csrf: token })).statusCode, 303)
+  assertRedirect(await laptop.get('/logs/'), '/login')
+  assert.equal((await phone.get('/logs/')).statusCode, 200)
+})
+
+test('ten login attempts per email are allowed; the 11th within the window gets 429 with Retry-After, even with the right password', async (t) => {
+  const ctx = await buildTestApp(t)
+  await createUserIn(ctx.database, ctx.tenant.account.id, 'ada@example.com')
+  const attacker = new Browser(ctx.app)
+  const token = await attacker.csrf('/login')
+  for (let i = 1; i <= 9; i++) {
+    // The same address in other spellings counts against the same limit.
+    const email = i % 2 === 0 ? 'ada@example.com' : ' ADA@Example.com'
+    const res = await attacker.post('/login', { _csrf: token, email, password: `wrong-${i}-password` })
+    assert.equal(res.statusCode, 401, `attempt ${i}`)
+  }
+  const tenth = await attacker.post('/login', { _csrf: token, email: 'ada@example.com', password: PASSWORD })
+  assertRedirect(tenth, '/logs/', 303)
+  const sessionsAfterTen = await countRows(ctx.database, 'sessions')
+  assert.equal(sessionsAfterTen, 1)
+
+  const owner = new Browser(ctx.app)
+  const ownerToken = await owner.csrf('/login')
+  const eleventh = await owner.post('/login', {
+    _csrf: ownerToken,
+    email: 'ada@example.com',
+    password: PASSWORD,
+  })
+  assert.equal(eleventh.statusCode, 429)
+  const retryAfter = Number(eleventh.headers['retry-after'])
+  assert.ok(
+    Number.isInteger(retryAfter) && retryAfter > 0 && retryAfter <= 15 * 60,
+    `Retry-After ${retryAfter}`,
+  )
+  assert.match(eleventh.payload, /Too many login attempts/)
+  assert.equal(
+    setCookies(eleventh).some((c) => c.name === 'shiplog_session'),
+    false,
+  )
+  assert.equal(owner.jar.has('shiplog_session'), false)
+  assert.equal(await countRows(ctx.database, 'sessions'), sessionsAfterTen, 'no session was created')
+
+  // The limit is per email: someone else can still log in.
+  await createUserIn(ctx.database, ctx.tenant.account.id, 'bob@example.com')
+  const bob = await login(ctx.app, 'bob@example.com')
+  assert.equal((await bob.get('/logs/')).statusCode, 200)
+})
+
+test('changing the password ends the other sessions of that user, not the current one', async (t) => {
+  const ctx = await buildTestApp(t)
+  await createUserIn(ctx.database, ctx.tenant.account.id, 'ada@example.com')
+  const laptop = await login(ctx.app, 'ada@example.com')
+  const phone = await login(ctx.app, 'ada@example.com')
+  const changed = await laptop.submit('/account/password', '/account/password', {
+    current: PASSWORD,
+    password: 'another long password',
+    confirm: 'another long password',
+  })
+  assertRedirect(changed, '/logs/', 303)
+  assert.equal((await laptop.get('/logs/')).statusCode, 200)
+  assertRedirect(await phone.get('/logs/'), '/login')
+})
+
+test('the Log out button on an error page works', async (t) => {
+  const ctx = await buildTestApp(t)
+  await createUserIn(ctx.database, ctx.tenant.account.id, 'ada@example.com')
+  const browser = await login(ctx.app, 'ada@example.com')
+  const notFound = await browser.submit('/settings/', '/settings/keys/987654/revoke', {})
+  assert.equal(notFound.statusCode, 404)
+  assert.match(notFound.payload, /action="\/logout"/, 'the error page offers Log out')
+  const token = /<input type="hidden" name="_csrf" value="([^"]*)">/.exec(notFound.payload)?.[1] ?? ''
+  const out = await browser.post('/logout', { _csrf: token })
+  assertRedirect(out, '/login', 303)
+  assertRedirect(await browser.get('/logs/'), '/login')
+})
