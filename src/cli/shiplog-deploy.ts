@@ -107,6 +107,12 @@ function parseInvocation(e: DeployEnvironment): Invocation | 'help' | 'version' 
     )
   }
   const [key, app, env, version, status] = positionals as [string, string, string, string, string]
+  // A key travels in a header: only printable ASCII can. Say so without repeating what was given.
+  if (key === '' || !/^[\x21-\x7e]+$/.test(key)) {
+    throw new UsageError(
+      'the API key (first argument) has spaces, line breaks or other characters no key has',
+    )
+  }
 
   const rawServer = e.env.SHIPLOG_URL?.trim()
   if (!rawServer)
@@ -164,7 +170,7 @@ interface Problem {
   errors?: Array<{ field?: string; message?: string }>
 }
 
-function describeRejection(status: number, text: string, key: string): string {
+function describeRejection(status: number, text: string): string {
   let message = `server refused the event (HTTP ${status})`
   try {
     const problem = JSON.parse(text) as Problem
@@ -174,8 +180,7 @@ function describeRejection(status: number, text: string, key: string): string {
   } catch {
     if (text.trim()) message += `: ${text.trim().slice(0, 300)}`
   }
-  // Whatever the server says, the key is not repeated.
-  return message.replaceAll(key, '***')
+  return message
 }
 
 export async function runDeploy(e: DeployEnvironment): Promise<number> {
@@ -184,6 +189,7 @@ export async function runDeploy(e: DeployEnvironment): Promise<number> {
     invocation = parseInvocation(e)
   } catch (err) {
     if (err instanceof UsageError) {
+      // Usage messages never quote the arguments, so they cannot contain the key.
       e.stderr(`shiplog-deploy: ${err.message}`)
       e.stderr('Run shiplog-deploy --help for usage.')
       return EXIT.usage
@@ -200,17 +206,19 @@ export async function runDeploy(e: DeployEnvironment): Promise<number> {
   }
 
   const { server, key, body, timeoutMs } = invocation
+  // Every line to stderr goes through here, so nothing the server or the network says can echo the key.
+  const warn = (line: string) => e.stderr(`shiplog-deploy: ${line}`.replaceAll(key, '***'))
   const endpoint = new URL('deploy', server.href.endsWith('/') ? server.href : `${server.href}/`)
   const idempotencyKey = randomUUID()
-  const deadline = e.now() + timeoutMs
+  const started = e.now()
+  const deadline = started + timeoutMs
   let attempt = 0
   let lastProblem = 'no attempt was made'
 
   for (;;) {
     attempt++
-    const remaining = deadline - e.now()
     const controller = new AbortController()
-    const timer = setTimeout(() => controller.abort(), Math.max(1, Math.min(remaining, 10_000)))
+    const timer = setTimeout(() => controller.abort(), Math.max(1000, Math.min(deadline - e.now(), 10_000)))
     let waitHint: number | undefined
     try {
       const res = await e.fetch(endpoint, {
@@ -240,7 +248,7 @@ export async function runDeploy(e: DeployEnvironment): Promise<number> {
         lastProblem = `HTTP ${res.status}`
         waitHint = retryAfterMs(res.headers.get('retry-after'), e.now())
       } else {
-        e.stderr(`shiplog-deploy: ${describeRejection(res.status, text, key)}`)
+        warn(describeRejection(res.status, text))
         return EXIT.rejected
       }
     } catch (err) {
@@ -253,19 +261,21 @@ export async function runDeploy(e: DeployEnvironment): Promise<number> {
       clearTimeout(timer)
     }
 
-    // Exponential backoff with full jitter, at least what Retry-After asks for.
+    // Exponential backoff with jitter, at least what Retry-After asks for, and never past the
+    // deadline: the last attempt is made when the time is up.
+    const left = deadline - e.now()
     const backoff = Math.min(8000, 250 * 2 ** (attempt - 1)) * (0.5 + e.random() / 2)
-    const wait = Math.max(backoff, waitHint ?? 0)
-    if (e.now() + wait >= deadline) {
-      e.stderr(
-        `shiplog-deploy: could not reach ${endpoint.origin} after ${attempt} attempt${attempt === 1 ? '' : 's'} ` +
-          `in ${Math.round(timeoutMs / 1000)} s (last: ${lastProblem})`.replaceAll(key, '***'),
+    const wanted = Math.max(backoff, waitHint ?? 0)
+    if (left <= 0 || (waitHint !== undefined && waitHint > left)) {
+      const spent = ((e.now() - started) / 1000).toFixed(1)
+      warn(
+        `could not record the event at ${endpoint.origin}: ${attempt} attempt${attempt === 1 ? '' : 's'} ` +
+          `in ${spent} s (SHIPLOG_TIMEOUT=${Math.round(timeoutMs / 1000)}), last: ${lastProblem}`,
       )
       return EXIT.unreachable
     }
-    e.stderr(
-      `shiplog-deploy: attempt ${attempt} failed (${lastProblem}); retrying in ${(wait / 1000).toFixed(1)} s`,
-    )
+    const wait = Math.min(wanted, left)
+    warn(`attempt ${attempt} failed (${lastProblem}); retrying in ${(wait / 1000).toFixed(1)} s`)
     await e.sleep(wait)
   }
 }
