@@ -4,7 +4,7 @@ import { randomBytes } from 'node:crypto'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import type { TestContext } from 'node:test'
+import { after, type TestContext } from 'node:test'
 import pg from 'pg'
 import { type App, buildApp } from '../src/app.js'
 import { type Config, loadConfig } from '../src/config.js'
@@ -28,27 +28,59 @@ function postgresServerUrl(): string {
   return url
 }
 
-/** A PostgreSQL URL whose connections live in a new, empty schema, dropped after the test. */
-async function freshPostgresUrl(t: Cleanup): Promise<string> {
-  const server = postgresServerUrl()
-  const schema = `t_${randomBytes(6).toString('hex')}`
-  const admin = new pg.Client({ connectionString: server })
-  await admin.connect()
+async function adminQuery(connectionString: string, text: string): Promise<void> {
+  const client = new pg.Client({ connectionString })
+  await client.connect()
   try {
-    await admin.query(`CREATE SCHEMA "${schema}"`)
+    await client.query(text)
   } finally {
-    await admin.end()
+    await client.end()
   }
-  t.after(async () => {
-    const c = new pg.Client({ connectionString: server })
-    await c.connect()
-    try {
-      await c.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`)
-    } finally {
-      await c.end()
+}
+
+/**
+ * Each test file (one process) gets its own PostgreSQL database, dropped when the file ends, and
+ * each test a new schema in it. Kysely's migrator looks at every schema of the database, and a
+ * schema dropped by a test running in another process at that moment made it fail; with one
+ * database per file, schemas only come and go one test at a time.
+ */
+let fileDatabase: Promise<string> | null = null
+
+function fileDatabaseUrl(): Promise<string> {
+  fileDatabase ??= (async () => {
+    const server = postgresServerUrl()
+    const name = `shiplog_test_${process.pid}_${randomBytes(4).toString('hex')}`
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await adminQuery(server, `CREATE DATABASE "${name}"`)
+        break
+      } catch (err) {
+        // Concurrent CREATE DATABASE can find the template busy; it clears in a moment.
+        if (attempt >= 5 || !/being accessed by other users/.test((err as Error).message)) throw err
+        await new Promise((resolve) => setTimeout(resolve, 200 * attempt))
+      }
     }
-  })
-  const url = new URL(server)
+    const url = new URL(server)
+    url.pathname = `/${name}`
+    return url.toString()
+  })()
+  return fileDatabase
+}
+
+after(async () => {
+  if (!fileDatabase) return
+  const url = new URL(await fileDatabase)
+  const name = url.pathname.slice(1)
+  // FORCE ends connections a test may have left open (a killed server's, say).
+  await adminQuery(postgresServerUrl(), `DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`)
+})
+
+/** A PostgreSQL URL whose connections live in a new, empty schema of this file's database. */
+async function freshPostgresUrl(): Promise<string> {
+  const database = await fileDatabaseUrl()
+  const schema = `t_${randomBytes(6).toString('hex')}`
+  await adminQuery(database, `CREATE SCHEMA "${schema}"`)
+  const url = new URL(database)
   url.searchParams.set('options', `-c search_path=${schema}`)
   return url.toString()
 }
@@ -58,7 +90,7 @@ async function freshPostgresUrl(t: Cleanup): Promise<string> {
  * file, or a fresh PostgreSQL schema. Removed after the test.
  */
 export async function freshDatabaseUrl(t: Cleanup): Promise<string> {
-  if (testDialect === 'postgres') return freshPostgresUrl(t)
+  if (testDialect === 'postgres') return freshPostgresUrl()
   const dir = mkdtempSync(join(tmpdir(), 'shiplog-test-'))
   t.after(() => rmSync(dir, { recursive: true, force: true }))
   return `sqlite:${join(dir, 'shiplog.db')}`
@@ -104,7 +136,7 @@ export interface BuildOptions {
 
 export async function buildTestApp(t: TestContext | Cleanup, options: BuildOptions = {}): Promise<TestApp> {
   const databaseUrl =
-    options.databaseUrl ?? (testDialect === 'postgres' ? await freshPostgresUrl(t) : 'sqlite::memory:')
+    options.databaseUrl ?? (testDialect === 'postgres' ? await freshPostgresUrl() : 'sqlite::memory:')
   const config = testConfig(databaseUrl, options.env)
   const database = openDatabase(config.database)
   await migrateToLatest(database)

@@ -2,7 +2,7 @@
 import { mkdirSync } from 'node:fs'
 import { dirname } from 'node:path'
 import SqliteDatabase from 'better-sqlite3'
-import { Kysely, PostgresDialect, SqliteDialect } from 'kysely'
+import { Kysely, PostgresDialect, SqliteDialect, type SqliteDatabase as SqliteDialectDatabase } from 'kysely'
 import pg from 'pg'
 import type { DatabaseTarget, DialectName } from '../config.js'
 import type { DB } from './schema.js'
@@ -31,21 +31,48 @@ export function openDatabase(target: DatabaseTarget, options: ConnectOptions = {
   return openPostgres(target.connectionString, options)
 }
 
+/**
+ * better-sqlite3 12 (its 13.x needs Node 22) aborts the whole process on Node 24 when one of its
+ * Database or Statement objects is garbage-collected at the wrong moment: node::ObjectWrap's
+ * destructor asserts that an Environment exists ("RemoveEnvironmentCleanupHook: (env) !=
+ * nullptr"). So none of them may ever become garbage: every connection and every prepared
+ * statement stays reachable from here until the process exits, when Node's own cleanup hooks
+ * delete them safely. Statements are cached by SQL text, which Kysely parameterises, so the cache
+ * is bounded by the number of distinct queries the code can build.
+ */
+const retainedForProcessLifetime: unknown[] = []
+
+function statementCache(sqlite: SqliteDatabase.Database): SqliteDialectDatabase {
+  const statements = new Map<string, SqliteDatabase.Statement>()
+  retainedForProcessLifetime.push(sqlite, statements)
+  return {
+    prepare(sql: string) {
+      let statement = statements.get(sql)
+      if (!statement) {
+        statement = sqlite.prepare(sql)
+        statements.set(sql, statement)
+      }
+      return statement
+    },
+    close: () => sqlite.close(),
+  }
+}
+
 function openSqlite(path: string): Database {
   if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true })
   const sqlite = new SqliteDatabase(path)
   // WAL lets readers run beside the writer; synchronous=FULL fsyncs the WAL at every commit, so a
-  // committed event survives power loss, not only a process crash.
-  sqlite.pragma('journal_mode = WAL')
-  sqlite.pragma('synchronous = FULL')
-  sqlite.pragma('foreign_keys = ON')
-  sqlite.pragma('busy_timeout = 5000')
+  // committed event survives power loss, not only a process crash. exec() rather than pragma():
+  // it prepares no Statement object (see statementCache).
+  sqlite.exec(
+    'PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON; PRAGMA busy_timeout = 5000',
+  )
   // SQLite's lower() and LIKE fold only ASCII letters; this folds all of Unicode, like
   // PostgreSQL's ILIKE, for searches that need it.
   sqlite.function('casefold', { deterministic: true }, (value: unknown) =>
     typeof value === 'string' ? value.toLowerCase() : value,
   )
-  const db = new Kysely<DB>({ dialect: new SqliteDialect({ database: sqlite }) })
+  const db = new Kysely<DB>({ dialect: new SqliteDialect({ database: statementCache(sqlite) }) })
   return {
     db,
     dialect: 'sqlite',

@@ -295,10 +295,10 @@ test('database unavailable → 503, and the service recovers by itself', async (
     assert.ok(sqlite)
     // A database that cannot be written (read-only or full disk) answers like one that is away.
     cut = async () => {
-      sqlite.pragma('query_only = ON')
+      sqlite.exec('PRAGMA query_only = ON')
     }
     restore = async () => {
-      sqlite.pragma('query_only = OFF')
+      sqlite.exec('PRAGMA query_only = OFF')
     }
   }
   const key = { 'x-api-key': ctx.tenant.key }
