@@ -20,7 +20,8 @@ export const testDialect: TestDialect = process.env.SHIPLOG_TEST_DB === 'postgre
 
 export const TEST_SECRET = 'test-secret-0123456789abcdef0123456789abcdef'
 
-type Cleanup = { after(fn: () => Promise<void> | void): void }
+/** What tests and fixtures register clean-up with: a TestContext, or a file-wide scope. */
+export type Cleanup = { after(fn: () => Promise<void> | void): void }
 
 function postgresServerUrl(): string {
   const url = process.env.TEST_DATABASE_URL

@@ -169,12 +169,17 @@ async function otherAdmins(db: Kysely<DB>, accountId: number, userId: number): P
   return Number(row.n)
 }
 
-/** Changes a user's role within the account; an account always keeps at least one admin. */
-export async function changeRole(
+/**
+ * Runs `change` on one user of the account inside a transaction, unless it would leave the account
+ * without an admin (`staysAdmin`: whether the user is still an admin afterwards). False when the
+ * account has no such user.
+ */
+async function changeUserKeepingAnAdmin(
   db: Kysely<DB>,
   accountId: number,
   userId: number,
-  role: UserRole,
+  staysAdmin: boolean,
+  change: (trx: Kysely<DB>) => Promise<void>,
 ): Promise<boolean> {
   return db.transaction().execute(async (trx) => {
     const user = await trx
@@ -184,29 +189,30 @@ export async function changeRole(
       .where('account_id', '=', accountId)
       .executeTakeFirst()
     if (!user) return false
-    if (user.role === 'admin' && role !== 'admin' && (await otherAdmins(trx, accountId, userId)) === 0) {
+    if (user.role === 'admin' && !staysAdmin && (await otherAdmins(trx, accountId, userId)) === 0) {
       throw new LastAdminError('the account must keep at least one admin')
     }
-    await trx.updateTable('users').set({ role }).where('id', '=', userId).execute()
+    await change(trx)
     return true
   })
 }
 
+/** Changes a user's role within the account; an account always keeps at least one admin. */
+export function changeRole(
+  db: Kysely<DB>,
+  accountId: number,
+  userId: number,
+  role: UserRole,
+): Promise<boolean> {
+  return changeUserKeepingAnAdmin(db, accountId, userId, role === 'admin', async (trx) => {
+    await trx.updateTable('users').set({ role }).where('id', '=', userId).execute()
+  })
+}
+
 /** Removes a user of the account (their sessions end with them); the last admin stays. */
-export async function removeUser(db: Kysely<DB>, accountId: number, userId: number): Promise<boolean> {
-  return db.transaction().execute(async (trx) => {
-    const user = await trx
-      .selectFrom('users')
-      .select(['id', 'role'])
-      .where('id', '=', userId)
-      .where('account_id', '=', accountId)
-      .executeTakeFirst()
-    if (!user) return false
-    if (user.role === 'admin' && (await otherAdmins(trx, accountId, userId)) === 0) {
-      throw new LastAdminError('the account must keep at least one admin')
-    }
+export function removeUser(db: Kysely<DB>, accountId: number, userId: number): Promise<boolean> {
+  return changeUserKeepingAnAdmin(db, accountId, userId, false, async (trx) => {
     await trx.deleteFrom('sessions').where('user_id', '=', userId).execute()
     await trx.deleteFrom('users').where('id', '=', userId).execute()
-    return true
   })
 }

@@ -5,7 +5,7 @@ import { parseDatabaseUrl } from '../../src/config.js'
 import { type Database, openDatabase } from '../../src/db/connect.js'
 import { digestApiKey } from '../../src/domain/keys.js'
 import { verifyPassword } from '../../src/domain/passwords.js'
-import { freshDatabaseUrl, testDialect } from '../helper.js'
+import { type Cleanup, freshDatabaseUrl, testDialect } from '../helper.js'
 import {
   type ProcessResult,
   processEnv,
@@ -14,8 +14,6 @@ import {
   sleep,
   startServer,
 } from '../support/processes.js'
-
-type Cleanup = { after(fn: () => Promise<void> | void): void }
 
 const KEY_LINE = /^shl_[0-9A-Za-z]{32,}$/
 const PASSWORD = 'correct horse battery staple'

@@ -7,10 +7,8 @@ import { parseDatabaseUrl } from '../../src/config.js'
 import { openDatabase } from '../../src/db/connect.js'
 import { migrateToLatest } from '../../src/db/migrate.js'
 import type { EventRow } from '../../src/db/schema.js'
-import { addTenant, freshDatabaseUrl } from '../helper.js'
+import { addTenant, type Cleanup, freshDatabaseUrl } from '../helper.js'
 import { type ExitStatus, type ServerProcess, sleep, startServer, withTimeout } from '../support/processes.js'
-
-type Cleanup = { after(fn: () => Promise<void> | void): void }
 
 const LOOPS = 8
 /** Acknowledgements to collect before the server is stopped. */

@@ -5,12 +5,12 @@ import { randomBytes } from 'node:crypto'
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { performance } from 'node:perf_hooks'
-import { after, before, test } from 'node:test'
+import { before, test } from 'node:test'
 import { parseDatabaseUrl } from '../../src/config.js'
 import { type Database, openDatabase } from '../../src/db/connect.js'
 import type { EventRow } from '../../src/db/schema.js'
 import { findAccountByName } from '../../src/domain/accounts.js'
-import { freshDatabaseUrl } from '../helper.js'
+import { type Cleanup, freshDatabaseUrl } from '../helper.js'
 import {
   type FlakyProxy,
   type ProxyAction,
@@ -20,6 +20,7 @@ import {
 } from '../support/flaky-proxy.js'
 import {
   assertBuilt,
+  fileScope,
   freePort,
   processEnv,
   REPO_ROOT,
@@ -28,8 +29,6 @@ import {
   startServer,
   withTimeout,
 } from '../support/processes.js'
-
-type Cleanup = { after(fn: () => Promise<void> | void): void }
 
 const DEPLOY_BIN = join(REPO_ROOT, 'bin', 'shiplog-deploy.js')
 /** A run of the wrapper that takes longer than this is killed and fails the test. */
@@ -42,25 +41,8 @@ const PACKAGE_VERSION = (
 // ---------------------------------------------------------------------------------------------
 // One server, one database and one key for the whole file; every test uses its own service name.
 
-const cleanups: Array<() => Promise<void> | void> = []
-/** Cleanup registry for what lives as long as the file (server, database). */
-const suite: Cleanup = {
-  after: (fn) => {
-    cleanups.push(fn)
-  },
-}
-
-after(async () => {
-  const errors: unknown[] = []
-  for (const fn of cleanups.reverse()) {
-    try {
-      await fn()
-    } catch (err) {
-      errors.push(err)
-    }
-  }
-  if (errors.length > 0) throw errors[0]
-})
+/** Clean-up for what lives as long as the file (server, database). */
+const suite = fileScope()
 
 interface Fixture {
   server: ServerProcess

@@ -4,22 +4,21 @@ import { execFileSync, spawn } from 'node:child_process'
 import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { dirname, join, posix } from 'node:path'
-import { after, before, test } from 'node:test'
+import { before, test } from 'node:test'
 import { parseDocument } from 'yaml'
 import { parseDatabaseUrl } from '../../src/config.js'
 import { type Database, openDatabase } from '../../src/db/connect.js'
 import type { EventRow } from '../../src/db/schema.js'
-import { addTenant, freshDatabaseUrl, type Tenant } from '../helper.js'
+import { addTenant, type Cleanup, freshDatabaseUrl, type Tenant } from '../helper.js'
 import {
   assertBuilt,
+  fileScope,
   processEnv,
   REPO_ROOT,
   type ServerProcess,
   startServer,
   withTimeout,
 } from '../support/processes.js'
-
-type Cleanup = { after(fn: () => Promise<void> | void): void }
 
 const TEST_TIMEOUT = { timeout: 90_000 }
 const RUN_TIMEOUT_MS = 45_000
@@ -232,24 +231,8 @@ function ignoredByDocker(path: string): string | undefined {
 // ---------------------------------------------------------------------------------------------
 // One server for the file (the HEALTHCHECK test starts and stops its own).
 
-const cleanups: Array<() => Promise<void> | void> = []
-const suite: Cleanup = {
-  after: (fn) => {
-    cleanups.push(fn)
-  },
-}
-
-after(async () => {
-  const errors: unknown[] = []
-  for (const fn of cleanups.reverse()) {
-    try {
-      await fn()
-    } catch (err) {
-      errors.push(err)
-    }
-  }
-  if (errors.length > 0) throw errors[0]
-})
+/** Clean-up for what lives as long as the file (server, database). */
+const suite = fileScope()
 
 interface Fixture {
   server: ServerProcess

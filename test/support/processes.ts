@@ -3,10 +3,9 @@ import { type ChildProcess, spawn } from 'node:child_process'
 import { existsSync, readdirSync, readFileSync, readlinkSync, statSync } from 'node:fs'
 import { createServer } from 'node:net'
 import { join } from 'node:path'
+import { after } from 'node:test'
 import { fileURLToPath } from 'node:url'
-import { TEST_SECRET } from '../helper.js'
-
-type Cleanup = { after(fn: () => Promise<void> | void): void }
+import { type Cleanup, TEST_SECRET } from '../helper.js'
 
 export const REPO_ROOT = fileURLToPath(new URL('../../', import.meta.url))
 export const SHIPLOG_BIN = join(REPO_ROOT, 'bin', 'shiplog.js')
@@ -298,4 +297,24 @@ export async function startServer(t: Cleanup, options: StartOptions): Promise<Se
       if (attempt >= 3 || !(err as Error).message.includes('EADDRINUSE')) throw err
     }
   }
+}
+
+/**
+ * A clean-up scope as long as the test file: what is registered runs, newest first, after the
+ * file's last test. For fixtures shared by a whole file (a server, its database).
+ */
+export function fileScope(): Cleanup {
+  const cleanups: Array<() => Promise<void> | void> = []
+  after(async () => {
+    const errors: unknown[] = []
+    for (const fn of cleanups.reverse()) {
+      try {
+        await fn()
+      } catch (err) {
+        errors.push(err)
+      }
+    }
+    if (errors.length > 0) throw errors[0]
+  })
+  return { after: (fn) => void cleanups.push(fn) }
 }
