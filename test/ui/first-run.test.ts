@@ -183,7 +183,8 @@ test('anonymous requests for /logs/, /settings/ and the exports are sent to /log
     headers: { cookie: 'shiplog_session=AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA.forged' },
   })
   assertRedirect(forged, '/login')
-  assertRedirect(await ctx.app.inject({ method: 'GET', url: '/' }), '/login')
+  // Once someone has an account, / leads to the log (SPEC §3), which sends a visitor on to /login.
+  assertRedirect(await ctx.app.inject({ method: 'GET', url: '/' }), '/logs/')
 })
 
 test('after login the user lands on the page they first asked for, never on another site', async (t) => {

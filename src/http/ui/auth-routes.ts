@@ -35,10 +35,11 @@ const decoyHash = hashPassword('decoy password that never matches')
 export const authRoutes: FastifyPluginAsync<UiContext> = async (app, ctx) => {
   const { db } = ctx.database
 
+  // SPEC §3: / leads to the log, or to first-run set-up while nobody has an account yet (the log
+  // itself sends visitors who are not logged in on to /login).
   app.get('/', async (request, reply) => {
-    if (request.user) return reply.redirect('/logs/', 303)
-    if ((await countUsers(db)) === 0) return reply.redirect('/setup', 303)
-    return reply.redirect('/login', 303)
+    if (!request.user && (await countUsers(db)) === 0) return reply.redirect('/setup', 303)
+    return reply.redirect('/logs/', 303)
   })
 
   app.get('/setup', async (request, reply) => {
