@@ -213,7 +213,7 @@ export async function* scanEvents(
   dialect: DialectName,
   accountId: number,
   filter: EventFilter,
-  chunkSize = 5000,
+  chunkSize = 1000,
 ): AsyncGenerator<EventRow[]> {
   let before: number | undefined
   for (;;) {
