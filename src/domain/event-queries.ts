@@ -136,8 +136,55 @@ export interface EventPage {
 }
 
 /**
- * One page of events, newest first. Keyset pagination on id (which follows arrival): the cost of a
- * page does not depend on how deep it is.
+ * Listing order, newest first. Normally by id, which follows arrival, on the (account_id, …, id)
+ * indexes. With a time range the order is (received_at, id) instead: ordering such a range by id
+ * made both databases read or sort the whole range for every page (and every export chunk),
+ * while (account_id, received_at, id) serves range and order together.
+ */
+interface Order {
+  byTime: boolean
+}
+
+interface Position {
+  id: number
+  receivedAt: number
+}
+
+function orderFor(filter: EventFilter): Order {
+  return { byTime: filter.from !== undefined || filter.to !== undefined }
+}
+
+function sorted(q: EventQuery, order: Order, direction: 'asc' | 'desc'): EventQuery {
+  return order.byTime
+    ? q.orderBy('events.received_at', direction).orderBy('events.id', direction)
+    : q.orderBy('events.id', direction)
+}
+
+/** Rows strictly older (or newer) than `from` in the listing order. */
+function past(q: EventQuery, order: Order, from: Position, towards: 'older' | 'newer'): EventQuery {
+  if (!order.byTime) return q.where('events.id', towards === 'older' ? '<' : '>', from.id)
+  const op = sql.raw(towards === 'older' ? '<' : '>')
+  return q.where(
+    sql<boolean>`(${sql.ref('events.received_at')}, ${sql.ref('events.id')}) ${op} (${from.receivedAt}, ${from.id})`,
+  )
+}
+
+/** The position of a cursor id within the account, or undefined for an id it does not have. */
+async function positionOf(db: Kysely<DB>, accountId: number, id: number): Promise<Position | undefined> {
+  const row = await db
+    .selectFrom('events')
+    .select(['id', 'received_at'])
+    .where('account_id', '=', accountId)
+    .where('id', '=', id)
+    .executeTakeFirst()
+  return row ? { id: row.id, receivedAt: row.received_at } : undefined
+}
+
+const positionOfRow = (row: EventRow): Position => ({ id: row.id, receivedAt: row.received_at })
+
+/**
+ * One page of events, newest first, by keyset: the cost of a page does not depend on how deep it
+ * is. A cursor is the id of the row the page starts after (`before`) or ends before (`after`).
  */
 export async function listEventPage(
   db: Kysely<DB>,
@@ -148,60 +195,44 @@ export async function listEventPage(
   limit: number,
 ): Promise<EventPage> {
   const base = applyFilter(db.selectFrom('events'), dialect, accountId, filter)
-  let rows: EventRow[]
-  if (cursor.after !== undefined) {
+  const order = orderFor(filter)
+  const exists = async (q: EventQuery) =>
+    (await q.select('events.id').limit(1).executeTakeFirst()) !== undefined
+
+  const after = cursor.after === undefined ? undefined : await positionOf(db, accountId, cursor.after)
+  if (after) {
     // Going back towards newer events: read upwards from the cursor, then show newest first.
-    rows = (
-      await base
+    let rows = (
+      await sorted(past(base, order, after, 'newer'), order, 'asc')
         .selectAll()
-        .where('events.id', '>', cursor.after)
-        .orderBy('events.id', 'asc')
         .limit(limit + 1)
         .execute()
     ).reverse()
     const hasNewer = rows.length > limit
     if (hasNewer) rows = rows.slice(1)
+    const first = rows[0]
     const last = rows.at(-1)
     return {
       rows,
-      newerCursor: hasNewer && rows[0] ? rows[0].id : null,
-      olderCursor: last ? await idBefore(base, last.id) : null,
+      newerCursor: hasNewer && first ? first.id : null,
+      olderCursor: last && (await exists(past(base, order, positionOfRow(last), 'older'))) ? last.id : null,
     }
   }
-  let q = base
+
+  const before = cursor.before === undefined ? undefined : await positionOf(db, accountId, cursor.before)
+  let rows = await sorted(before ? past(base, order, before, 'older') : base, order, 'desc')
     .selectAll()
-    .orderBy('events.id', 'desc')
     .limit(limit + 1)
-  if (cursor.before !== undefined) q = q.where('events.id', '<', cursor.before)
-  rows = await q.execute()
+    .execute()
   const hasOlder = rows.length > limit
   if (hasOlder) rows = rows.slice(0, limit)
   const first = rows[0]
   return {
     rows,
     olderCursor: hasOlder ? (rows.at(-1)?.id ?? null) : null,
-    newerCursor: cursor.before !== undefined && first ? await idAfter(base, first.id) : null,
+    newerCursor:
+      before && first && (await exists(past(base, order, positionOfRow(first), 'newer'))) ? first.id : null,
   }
-}
-
-async function idBefore(base: EventQuery, id: number): Promise<number | null> {
-  const row = await base
-    .select('events.id')
-    .where('events.id', '<', id)
-    .orderBy('events.id', 'desc')
-    .limit(1)
-    .executeTakeFirst()
-  return row ? id : null
-}
-
-async function idAfter(base: EventQuery, id: number): Promise<number | null> {
-  const row = await base
-    .select('events.id')
-    .where('events.id', '>', id)
-    .orderBy('events.id', 'asc')
-    .limit(1)
-    .executeTakeFirst()
-  return row ? id : null
 }
 
 /**
@@ -215,18 +246,19 @@ export async function* scanEvents(
   filter: EventFilter,
   chunkSize = 1000,
 ): AsyncGenerator<EventRow[]> {
-  let before: number | undefined
+  const base = applyFilter(db.selectFrom('events'), dialect, accountId, filter)
+  const order = orderFor(filter)
+  let last: Position | undefined
   for (;;) {
-    let q = applyFilter(db.selectFrom('events'), dialect, accountId, filter)
+    const q = sorted(last ? past(base, order, last, 'older') : base, order, 'desc')
       .selectAll()
-      .orderBy('events.id', 'desc')
       .limit(chunkSize)
-    if (before !== undefined) q = q.where('events.id', '<', before)
     const rows = await q.execute()
     if (rows.length === 0) return
     yield rows
-    if (rows.length < chunkSize) return
-    before = rows[rows.length - 1]?.id
+    const tail = rows.at(-1)
+    if (rows.length < chunkSize || !tail) return
+    last = positionOfRow(tail)
   }
 }
 

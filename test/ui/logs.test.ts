@@ -228,6 +228,43 @@ test('keyset pagination: 120 events in pages of 50 show every event exactly once
   for (const href of newer.hrefs.slice(1)) assert.match(href, /^\/logs\/\?after=\d+$/)
 })
 
+test('with a time range, pages and downloads follow received_at, every event once, even when ids disagree', async (t) => {
+  const ctx = await buildTestApp(t)
+  // 130 events whose ids do not follow their times (another instance's clock, say): ids run
+  // forwards while received_at runs in a zigzag. 10 fall outside the range on each side.
+  const base = Date.UTC(2026, 0, 1)
+  const times = Array.from({ length: 150 }, (_, i) => base + ((i * 37) % 150) * 60_000)
+  const versions = times.map((_, i) => `t-${String(i).padStart(3, '0')}`)
+  await insertEvents(
+    ctx.database,
+    ctx.tenant.account.id,
+    versions.map((version, i) => ({ version, received_at: times[i] })),
+  )
+  const from = new Date(base + 10 * 60_000).toISOString()
+  const to = new Date(base + 139 * 60_000 + 59_999).toISOString()
+  const expected = versions
+    .map((version, i) => ({ version, at: times[i] ?? 0 }))
+    .filter((e) => e.at >= base + 10 * 60_000 && e.at <= base + 139 * 60_000 + 59_999)
+    .sort((a, b) => b.at - a.at)
+    .map((e) => e.version)
+  assert.equal(expected.length, 130)
+  const { browser } = await userSession(ctx, ctx.tenant.account.id, 'ada@example.com')
+
+  const start = `/logs/?${new URLSearchParams({ from, to }).toString()}`
+  const older = await walk(browser, start, 'next')
+  assert.deepEqual(
+    older.pages.map((p) => p.length),
+    [50, 50, 30],
+  )
+  assert.deepEqual(older.pages.flat(), expected, 'newest first by time, every event once')
+  const newer = await walk(browser, older.hrefs.at(-1) ?? '', 'prev')
+  assert.deepEqual(newer.pages, [...older.pages].reverse())
+
+  const query = new URLSearchParams({ from, to }).toString()
+  assert.deepEqual(await csvVersions(browser, `/logs/export.csv?${query}`), expected)
+  assert.deepEqual(await jsonVersions(browser, `/logs/export.json?${query}`), expected)
+})
+
 test('keyset pagination stays exact when new events arrive between pages, and keeps the filters', async (t) => {
   const ctx = await buildTestApp(t)
   const accountId = ctx.tenant.account.id
