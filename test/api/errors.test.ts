@@ -219,7 +219,18 @@ test('Idempotency-Key longer than 200 characters → 422', async (t) => {
   const res = await ctx.app.inject(
     request('deploy', VALID, { 'x-api-key': ctx.tenant.key, 'idempotency-key': 'k'.repeat(201) }),
   )
-  assertProblem(res, 422)
+  assert.deepEqual(
+    assertProblem(res, 422).errors.map((e: { field: string }) => e.field),
+    ['Idempotency-Key'],
+  )
+  // Listed together with the fields' own problems.
+  const both = await ctx.app.inject(
+    request('deploy', { ...VALID, status: 'nope' }, { 'x-api-key': ctx.tenant.key, 'idempotency-key': ' ' }),
+  )
+  assert.deepEqual(
+    assertProblem(both, 422).errors.map((e: { field: string }) => e.field),
+    ['status', 'Idempotency-Key'],
+  )
   await assertNothingStored(ctx)
 })
 

@@ -144,9 +144,10 @@ export function parseEventBody(raw: Buffer, contentType: string | undefined): Re
   return value as Record<string, unknown>
 }
 
-function idempotencyKey(request: FastifyRequest): string | null {
+/** The Idempotency-Key header: its value (null when absent), or what is wrong with it. */
+function idempotencyKey(request: FastifyRequest): { value: string | null } | { errors: FieldError[] } {
   const raw = request.headers['idempotency-key']
-  if (raw === undefined) return null
+  if (raw === undefined) return { value: null }
   const value = (Array.isArray(raw) ? raw.join(',') : raw).trim()
   const errors: FieldError[] = []
   if (value === '') errors.push({ field: 'Idempotency-Key', message: 'Idempotency-Key must not be empty' })
@@ -156,8 +157,7 @@ function idempotencyKey(request: FastifyRequest): string | null {
       message: `Idempotency-Key must be at most ${IDEMPOTENCY_KEY_MAX} characters`,
     })
   }
-  if (errors.length > 0) throw problems.invalidFields(errors)
-  return value
+  return errors.length > 0 ? { errors } : { value }
 }
 
 export const ingestRoutes: FastifyPluginAsync<IngestOptions> = async (app, options) => {
@@ -215,9 +215,12 @@ export const ingestRoutes: FastifyPluginAsync<IngestOptions> = async (app, optio
       async function recordEvent(request: FastifyRequest, reply: FastifyReply) {
         const key = request.apiKey
         if (!key) throw problems.invalidKey()
-        const idemKey = idempotencyKey(request)
+        // Every problem in one answer: the fields' and the Idempotency-Key header's.
+        const idem = idempotencyKey(request)
         const result = validateEventFields(pick(request), names)
-        if (!result.ok) throw problems.invalidFields(result.errors)
+        const errors = [...(result.ok ? [] : result.errors), ...('errors' in idem ? idem.errors : [])]
+        if (!result.ok || 'errors' in idem) throw problems.invalidFields(errors)
+        const idemKey = idem.value
         const receivedAt = Date.now()
         const outcome = await writer.record({
           accountId: key.accountId,
