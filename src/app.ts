@@ -6,6 +6,7 @@ import Fastify, { type FastifyInstance } from 'fastify'
 import { Redis } from 'ioredis'
 import type { Config } from './config.js'
 import type { Database } from './db/connect.js'
+import { listenForRevocations } from './db/revocations.js'
 import { EventWriter } from './domain/event-writer.js'
 import { ApiKeyVerifier, KeyUsageRecorder } from './domain/keys.js'
 import { ensureSecret } from './domain/settings.js'
@@ -77,6 +78,14 @@ export async function buildApp(options: BuildOptions): Promise<App> {
   const usage = new KeyUsageRecorder(database.db, 10_000, (err) =>
     app.log.warn({ err }, 'could not record API key last-used times; will retry'),
   )
+  if (config.database.dialect === 'postgres' && config.keyCacheMs > 0) {
+    const listener = listenForRevocations(config.database.connectionString, {
+      onRevoked: (digest) => verifier.forgetDigest(digest),
+      onGap: () => verifier.clear(),
+      onError: (err) => app.log.warn({ err }, 'revocation listener: connection problem; reconnecting'),
+    })
+    app.addHook('onClose', () => listener.close())
+  }
   app.decorate('shiplog', { writer, verifier, usage, database, config })
   app.addHook('onClose', async () => {
     await writer.close()

@@ -4,6 +4,7 @@ import { parseArgs } from 'node:util'
 import { ConfigError, loadConfig, redactUrl } from '../config.js'
 import { type Database, openDatabase } from '../db/connect.js'
 import { migrateToLatest } from '../db/migrate.js'
+import { announceRevocation } from '../db/revocations.js'
 import type { UserRole } from '../db/schema.js'
 import {
   accountNameProblem,
@@ -215,6 +216,7 @@ async function keysRevoke(args: string[]): Promise<void> {
   await withDatabase(async (database) => {
     const account = await accountOrFail(database, accountName)
     const row = await revokeApiKey(database.db, account.id, ref)
+    if (row) await announceRevocation(database, row.digest)
     if (!row)
       throw new CliError(
         `account "${account.name}" has no key ${/^\d+$/.test(ref) ? ref : 'matching that value'}`,

@@ -140,7 +140,20 @@ export class ApiKeyVerifier {
   forget(keyId: number): void {
     for (const [digest, entry] of this.#cache) if (entry.key.id === keyId) this.#cache.delete(digest)
   }
+
+  /** Forget a key revoked elsewhere, named by its digest (see listenForRevocations). */
+  forgetDigest(digest: string): void {
+    this.#cache.delete(digest)
+  }
+
+  /** Forget everything, e.g. when revocation notices may have been missed. */
+  clear(): void {
+    this.#cache.clear()
+  }
 }
+
+/** PostgreSQL channel on which instances announce revoked keys (payload: the key's digest). */
+export const KEY_REVOKED_CHANNEL = 'shiplog_key_revoked'
 
 /**
  * Remembers when each key was last used and writes that down every few seconds, so recording an

@@ -1,6 +1,7 @@
 // /settings/: API keys and users of the viewer's account; changes are for admins only.
 import { randomBytes } from 'node:crypto'
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify'
+import { announceRevocation } from '../../db/revocations.js'
 import {
   changeRole,
   createUser,
@@ -124,6 +125,7 @@ export const settingsRoutes: FastifyPluginAsync<UiContext> = async (app, ctx) =>
     const row = await revokeApiKey(db, user.accountId, String(idParam(request)))
     if (!row) throw new HttpProblem(404, 'not-found', 'No such key', 'This account has no such API key.')
     ctx.verifier.forget(row.id)
+    await announceRevocation(ctx.database, row.digest)
     return reply.redirect('/settings/?done=revoked', 303)
   })
 

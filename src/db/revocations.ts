@@ -1,0 +1,81 @@
+// Revoked API keys are announced over PostgreSQL LISTEN/NOTIFY, so that instances sharing the
+// database drop them from their key caches at once instead of after the cache's lifetime.
+import { sql } from 'kysely'
+import pg from 'pg'
+import { KEY_REVOKED_CHANNEL } from '../domain/keys.js'
+import type { Database } from './connect.js'
+
+/** Tells every instance on the same PostgreSQL database that a key is revoked. No-op on SQLite. */
+export async function announceRevocation(database: Database, digest: string): Promise<void> {
+  if (database.dialect !== 'postgres') return
+  await sql`select pg_notify(${KEY_REVOKED_CHANNEL}, ${digest})`.execute(database.db)
+}
+
+export interface RevocationListener {
+  close(): Promise<void>
+}
+
+/**
+ * Keeps one connection listening for revocations and calls `onRevoked` with each digest. If the
+ * connection drops, notices may have been missed: `onGap` is called, and it reconnects with
+ * backoff. The key cache's lifetime bounds what a missed notice can cost.
+ */
+export function listenForRevocations(
+  connectionString: string,
+  handlers: { onRevoked(digest: string): void; onGap(): void; onError(err: unknown): void },
+): RevocationListener {
+  let client: pg.Client | null = null
+  let closed = false
+  let retryTimer: NodeJS.Timeout | null = null
+  let delay = 500
+
+  const schedule = () => {
+    if (closed || retryTimer) return
+    retryTimer = setTimeout(() => {
+      retryTimer = null
+      void connect()
+    }, delay)
+    retryTimer.unref()
+    delay = Math.min(delay * 2, 15_000)
+  }
+
+  const connect = async () => {
+    const c = new pg.Client({ connectionString, application_name: 'shiplog-revocations' })
+    c.on('notification', (message) => {
+      if (message.channel === KEY_REVOKED_CHANNEL && message.payload) handlers.onRevoked(message.payload)
+    })
+    c.on('error', (err) => handlers.onError(err))
+    c.on('end', () => {
+      if (client === c) client = null
+      if (!closed) {
+        handlers.onGap()
+        schedule()
+      }
+    })
+    try {
+      await c.connect()
+      await c.query(`LISTEN ${KEY_REVOKED_CHANNEL}`)
+      if (closed) {
+        await c.end()
+        return
+      }
+      client = c
+      delay = 500
+      // Anything revoked while no connection listened is unknown: start from an empty cache.
+      handlers.onGap()
+    } catch (err) {
+      handlers.onError(err)
+      c.end().catch(() => {})
+      schedule()
+    }
+  }
+
+  void connect()
+  return {
+    async close() {
+      closed = true
+      if (retryTimer) clearTimeout(retryTimer)
+      await client?.end().catch(() => {})
+    },
+  }
+}
