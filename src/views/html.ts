@@ -36,4 +36,3 @@ export function html(strings: TemplateStringsArray, ...values: Interpolation[]):
   for (let i = 0; i < values.length; i++) out += render(values[i] as Interpolation) + (strings[i + 1] ?? '')
   return new SafeHtml(out)
 }
-

@@ -1,5 +1,5 @@
 // First-run set-up, login, logout and password change.
-import type { FastifyPluginAsync, FastifyRequest } from 'fastify'
+import type { FastifyPluginAsync } from 'fastify'
 import {
   accountNameProblem,
   countUsers,
@@ -15,14 +15,9 @@ import { createSession, deleteSession, deleteUserSessions } from '../../domain/s
 import { loginPage, logoutPage, passwordPage, setupPage } from '../../views/auth-pages.js'
 import { HttpProblem } from '../problem.js'
 import { checkRateLimit } from '../rate-limit.js'
-import { safeNext, type UiContext } from './plugin.js'
+import { formField, safeNext, type UiContext } from './plugin.js'
 
 type Form = Record<string, string | undefined>
-
-function field(request: FastifyRequest, name: string): string {
-  const value = (request.body as Form | undefined)?.[name]
-  return typeof value === 'string' ? value : ''
-}
 
 const LOGIN_WINDOW_MS = 15 * 60 * 1000
 const LOGINS_PER_EMAIL = 10
@@ -49,9 +44,9 @@ export const authRoutes: FastifyPluginAsync<UiContext> = async (app, ctx) => {
 
   app.post('/setup', async (request, reply) => {
     if ((await countUsers(db)) > 0) return reply.redirect('/login', 303)
-    const account = field(request, 'account').trim()
-    const email = field(request, 'email').trim()
-    const password = field(request, 'password')
+    const account = formField(request, 'account').trim()
+    const email = formField(request, 'email').trim()
+    const password = formField(request, 'password')
     const errors: string[] = []
     const accountProblem = accountNameProblem(account)
     if (accountProblem) errors.push(`Team name ${accountProblem}.`)
@@ -59,7 +54,7 @@ export const authRoutes: FastifyPluginAsync<UiContext> = async (app, ctx) => {
     if (badEmail) errors.push(`Email ${badEmail}.`)
     const badPassword = passwordProblem(password)
     if (badPassword) errors.push(`Password ${badPassword}.`)
-    else if (password !== field(request, 'confirm')) errors.push('The two passwords differ.')
+    else if (password !== formField(request, 'confirm')) errors.push('The two passwords differ.')
     if (errors.length > 0) {
       return ctx.page(
         reply,
@@ -94,9 +89,9 @@ export const authRoutes: FastifyPluginAsync<UiContext> = async (app, ctx) => {
   })
 
   app.post('/login', async (request, reply) => {
-    const email = normaliseEmail(field(request, 'email'))
-    const password = field(request, 'password')
-    const next = safeNext(field(request, 'next'))
+    const email = normaliseEmail(formField(request, 'email'))
+    const password = formField(request, 'password')
+    const next = safeNext(formField(request, 'next'))
     const rerender = (errors: string[], status: number) =>
       ctx.page(
         reply,
@@ -152,15 +147,15 @@ export const authRoutes: FastifyPluginAsync<UiContext> = async (app, ctx) => {
   app.post('/account/password', async (request, reply) => {
     const user = ctx.requireUser(request, reply)
     if (!user) return reply
-    const current = field(request, 'current')
-    const password = field(request, 'password')
+    const current = formField(request, 'current')
+    const password = formField(request, 'password')
     const errors: string[] = []
     const row = await findUserByEmail(db, user.email)
     if (!row) throw new HttpProblem(401, 'not-logged-in', 'Not logged in', 'Your account no longer exists.')
     if (!(await verifyPassword(current, row.password_hash))) errors.push('The current password is wrong.')
     const badPassword = passwordProblem(password)
     if (badPassword) errors.push(`The new password ${badPassword}.`)
-    else if (password !== field(request, 'confirm')) errors.push('The two new passwords differ.')
+    else if (password !== formField(request, 'confirm')) errors.push('The two new passwords differ.')
     else if (password === current) errors.push('Choose a password different from the current one.')
     if (errors.length > 0) {
       return ctx.page(

@@ -47,6 +47,12 @@ export interface UiContext extends UiOptions {
 
 const PUBLIC_DIR = fileURLToPath(new URL('../../../public/', import.meta.url))
 
+/** A field of the submitted form, or '' when it is absent or not text. */
+export function formField(request: FastifyRequest, name: string): string {
+  const value = (request.body as Record<string, unknown> | undefined)?.[name]
+  return typeof value === 'string' ? value : ''
+}
+
 /** Only same-site paths may be redirected to after login. */
 export function safeNext(next: unknown): string | undefined {
   if (typeof next !== 'string' || !next.startsWith('/') || next.length > 2000) return undefined

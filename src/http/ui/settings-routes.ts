@@ -16,19 +16,29 @@ import { createApiKey, KEY_NAME_MAX, listApiKeys, revokeApiKey } from '../../dom
 import type { SessionUser } from '../../domain/sessions.js'
 import { type SettingsPageData, settingsPage } from '../../views/settings-page.js'
 import { HttpProblem } from '../problem.js'
-import type { UiContext } from './plugin.js'
+import { formField, type UiContext } from './plugin.js'
 
 type Form = Record<string, string | undefined>
-
-function field(request: FastifyRequest, name: string): string {
-  const value = (request.body as Form | undefined)?.[name]
-  return typeof value === 'string' ? value : ''
-}
 
 function idParam(request: FastifyRequest): number {
   const raw = (request.params as { id?: string }).id ?? ''
   if (!/^\d{1,15}$/.test(raw)) throw new HttpProblem(404, 'not-found', 'Not found', 'There is no such item.')
   return Number(raw)
+}
+
+/**
+ * Runs a change to one of the account's users: 404 when there is no such user, or the reason in
+ * words when it would leave the account without an admin (undefined when it was done).
+ */
+async function keepingAnAdmin(change: () => Promise<boolean>): Promise<string | undefined> {
+  try {
+    if (!(await change()))
+      throw new HttpProblem(404, 'not-found', 'No such user', 'This account has no such user.')
+    return undefined
+  } catch (err) {
+    if (err instanceof LastAdminError) return 'The account must keep at least one admin.'
+    throw err
+  }
 }
 
 const forbidden = () =>
@@ -103,7 +113,7 @@ export const settingsRoutes: FastifyPluginAsync<UiContext> = async (app, ctx) =>
   app.post('/settings/keys', async (request, reply) => {
     const user = admin(request, reply)
     if (!user) return reply
-    const name = field(request, 'name').trim()
+    const name = formField(request, 'name').trim()
     const errors: string[] = []
     if (name === '') errors.push('Give the key a name.')
     else if ([...name].length > KEY_NAME_MAX) errors.push(`A key name is at most ${KEY_NAME_MAX} characters.`)
@@ -132,8 +142,8 @@ export const settingsRoutes: FastifyPluginAsync<UiContext> = async (app, ctx) =>
   app.post('/settings/users', async (request, reply) => {
     const user = admin(request, reply)
     if (!user) return reply
-    const email = field(request, 'email').trim()
-    const role = field(request, 'role') || 'member'
+    const email = formField(request, 'email').trim()
+    const role = formField(request, 'role') || 'member'
     const errors: string[] = []
     const badEmail = emailProblem(email)
     if (badEmail) errors.push(`Email ${badEmail}.`)
@@ -160,19 +170,12 @@ export const settingsRoutes: FastifyPluginAsync<UiContext> = async (app, ctx) =>
   app.post('/settings/users/:id/role', async (request, reply) => {
     const user = admin(request, reply)
     if (!user) return reply
-    const role = field(request, 'role')
+    const role = formField(request, 'role')
     if (role !== 'admin' && role !== 'member') {
       return render(request, reply, user, { errors: ['Role must be admin or member.'] }, 422)
     }
-    try {
-      const changed = await changeRole(db, user.accountId, idParam(request), role)
-      if (!changed) throw new HttpProblem(404, 'not-found', 'No such user', 'This account has no such user.')
-    } catch (err) {
-      if (err instanceof LastAdminError) {
-        return render(request, reply, user, { errors: ['The account must keep at least one admin.'] }, 409)
-      }
-      throw err
-    }
+    const refused = await keepingAnAdmin(() => changeRole(db, user.accountId, idParam(request), role))
+    if (refused) return render(request, reply, user, { errors: [refused] }, 409)
     return reply.redirect('/settings/?done=role', 303)
   })
 
@@ -183,15 +186,8 @@ export const settingsRoutes: FastifyPluginAsync<UiContext> = async (app, ctx) =>
     if (id === user.userId) {
       return render(request, reply, user, { errors: ['You cannot remove yourself.'] }, 409)
     }
-    try {
-      const removed = await removeUser(db, user.accountId, id)
-      if (!removed) throw new HttpProblem(404, 'not-found', 'No such user', 'This account has no such user.')
-    } catch (err) {
-      if (err instanceof LastAdminError) {
-        return render(request, reply, user, { errors: ['The account must keep at least one admin.'] }, 409)
-      }
-      throw err
-    }
+    const refused = await keepingAnAdmin(() => removeUser(db, user.accountId, id))
+    if (refused) return render(request, reply, user, { errors: [refused] }, 409)
     return reply.redirect('/settings/?done=removed', 303)
   })
 }
