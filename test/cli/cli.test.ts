@@ -21,6 +21,9 @@ const PASSWORD = 'correct horse battery staple'
 const VALID_SERVE_ENV: Record<string, string> = { PORT: '0', HOST: '127.0.0.1' }
 
 /** A private database plus the environment every command of one test runs with. */
+/** The admin most tests start from: ada@example.com in account Acme (password on stdin). */
+const CREATE_ADA = ['users', 'create', '--account', 'Acme', '--email', 'ada@example.com', '--password-stdin']
+
 async function setup(t: Cleanup) {
   const databaseUrl = await freshDatabaseUrl(t)
   const env = processEnv(databaseUrl)
@@ -226,9 +229,8 @@ test('users create refuses a bad --role, a second user with the same email, and 
   // Nothing was created: the account still does not exist.
   assertFailsWithOneLine(await cli(['keys', 'create', '--account', 'Globex', '--name', 'ci']))
 
-  const args = ['users', 'create', '--account', 'Acme', '--email', 'ada@example.com', '--password-stdin']
-  assertSuccess(await cli(args, PASSWORD))
-  assertFailsWithOneLine(await cli(args, PASSWORD), /ada@example\.com/)
+  assertSuccess(await cli(CREATE_ADA, PASSWORD))
+  assertFailsWithOneLine(await cli(CREATE_ADA, PASSWORD), /ada@example\.com/)
   // Emails are compared without regard to case.
   const upper = ['users', 'create', '--account', 'Acme', '--email', 'ADA@EXAMPLE.COM', '--password-stdin']
   assertFailsWithOneLine(await cli(upper, PASSWORD), /ada@example\.com/i)
@@ -268,12 +270,7 @@ test('keys create prints only the key; an unknown account exits 1 with one line'
   timeout: 60_000,
 }, async (t) => {
   const { cli, databaseUrl } = await setup(t)
-  assertSuccess(
-    await cli(
-      ['users', 'create', '--account', 'Acme', '--email', 'ada@example.com', '--password-stdin'],
-      PASSWORD,
-    ),
-  )
+  assertSuccess(await cli(CREATE_ADA, PASSWORD))
   const key = await createKey(cli, 'Acme', 'ci')
   const other = await createKey(cli, 'Acme', 'ci')
   assert.notEqual(key, other, 'every key is new')
@@ -311,12 +308,7 @@ test('end to end: a key made by the CLI records events, is listed, and once revo
   timeout: 90_000,
 }, async (t) => {
   const { cli, databaseUrl } = await setup(t)
-  assertSuccess(
-    await cli(
-      ['users', 'create', '--account', 'Acme', '--email', 'ada@example.com', '--password-stdin'],
-      PASSWORD,
-    ),
-  )
+  assertSuccess(await cli(CREATE_ADA, PASSWORD))
   const key = await createKey(cli, 'Acme', 'ci')
   const server = await startServer(t, { databaseUrl })
 
@@ -367,12 +359,7 @@ test('keys revoke accepts the full key, is scoped to the account, and exits 1 fo
   timeout: 90_000,
 }, async (t) => {
   const { cli, databaseUrl } = await setup(t)
-  assertSuccess(
-    await cli(
-      ['users', 'create', '--account', 'Acme', '--email', 'ada@example.com', '--password-stdin'],
-      PASSWORD,
-    ),
-  )
+  assertSuccess(await cli(CREATE_ADA, PASSWORD))
   assertSuccess(
     await cli(
       ['users', 'create', '--account', 'Globex', '--email', 'hank@example.com', '--password-stdin'],
