@@ -1,19 +1,21 @@
 // Builds the Fastify application from its plugins and routes; server.ts listens, tests inject.
 
-import helmet from '@fastify/helmet'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import Fastify, { type FastifyInstance } from 'fastify'
 import { Redis } from 'ioredis'
 import type { Config } from './config.js'
 import type { Database } from './db/connect.js'
 import { listenForRevocations } from './db/revocations.js'
+import { eventStoreFor } from './domain/event-store.js'
 import { EventWriter } from './domain/event-writer.js'
 import { ApiKeyVerifier, KeyUsageRecorder } from './domain/keys.js'
 import { ensureSecret } from './domain/settings.js'
 import { healthRoutes } from './http/api/health.js'
-import { ingestRoutes } from './http/api/ingest.js'
+import { INGEST_PATHS, ingestRoutes } from './http/api/ingest.js'
+import { loggerOptions } from './http/logging.js'
 import { registerProblemHandlers } from './http/problem.js'
 import { MemoryRateLimitStore, type RateLimitStore, RedisRateLimitStore } from './http/rate-limit.js'
+import { API_SECURITY_HEADERS, SECURITY_HEADERS } from './http/security-headers.js'
 import { uiRoutes } from './http/ui/plugin.js'
 
 export interface BuildOptions {
@@ -25,23 +27,13 @@ export interface BuildOptions {
 
 export type App = FastifyInstance
 
-export const REDACTED_PATHS = [
-  'req.headers["x-api-key"]',
-  'req.headers.authorization',
-  'req.headers.cookie',
-  'res.headers["set-cookie"]',
-]
-
 export async function buildApp(options: BuildOptions): Promise<App> {
   const { config, database } = options
   const app = Fastify({
-    logger:
-      options.logger === undefined
-        ? { level: config.logLevel, redact: { paths: REDACTED_PATHS, censor: '[redacted]' } }
-        : options.logger,
+    logger: options.logger === undefined ? loggerOptions(config.logLevel) : options.logger,
     trustProxy: config.trustProxy,
-    // Slow or stalled clients must not hold connections for ever.
-    requestTimeout: 30_000,
+    // Slow or stalled clients must not hold connections for ever (see also server.ts).
+    requestTimeout: config.requestTimeoutMs,
     connectionTimeout: 60_000,
     keepAliveTimeout: 65_000,
     bodyLimit: 1024 * 1024,
@@ -73,8 +65,9 @@ export async function buildApp(options: BuildOptions): Promise<App> {
     rateLimitStore = new RedisRateLimitStore(redis)
   }
 
-  const writer = new EventWriter(database.db)
-  const verifier = new ApiKeyVerifier(database.db, { ttlMs: config.keyCacheMs })
+  const store = eventStoreFor(database)
+  const writer = new EventWriter(store)
+  const verifier = new ApiKeyVerifier(database, { ttlMs: config.keyCacheMs })
   const usage = new KeyUsageRecorder(database.db, 10_000, (err) =>
     app.log.warn({ err }, 'could not record API key last-used times; will retry'),
   )
@@ -89,27 +82,13 @@ export async function buildApp(options: BuildOptions): Promise<App> {
   app.decorate('shiplog', { writer, verifier, usage, database, config })
   app.addHook('onClose', async () => {
     await writer.close()
+    await store.close()
     await usage.flush().catch((err) => app.log.warn({ err }, 'could not record API key last-used times'))
   })
 
-  await app.register(helmet, {
-    global: true,
-    contentSecurityPolicy: {
-      useDefaults: false,
-      directives: {
-        defaultSrc: ["'self'"],
-        scriptSrc: ["'self'"],
-        styleSrc: ["'self'"],
-        imgSrc: ["'self'", 'data:'],
-        connectSrc: ["'self'"],
-        formAction: ["'self'"],
-        frameAncestors: ["'none'"],
-        baseUri: ["'none'"],
-        objectSrc: ["'none'"],
-      },
-    },
-    // HSTS only makes sense once the operator serves HTTPS; leave it to the proxy that terminates TLS.
-    strictTransportSecurity: false,
+  app.addHook('onRequest', (request, reply, done) => {
+    reply.headers(INGEST_PATHS.has(request.routeOptions.url ?? '') ? API_SECURITY_HEADERS : SECURITY_HEADERS)
+    done()
   })
 
   const secret = config.secret ?? (await ensureSecret(database.db))

@@ -35,6 +35,10 @@ export interface Config {
   /** How long a verified API key may be served from memory before the database is asked again. */
   readonly keyCacheMs: number
   readonly trustProxy: boolean
+  /** A client must have sent its request line and headers within this time, or it is cut off (408). */
+  readonly headersTimeoutMs: number
+  /** A client must have sent its whole request, body included, within this time, or it is cut off. */
+  readonly requestTimeoutMs: number
   /** Where the shiplog-deploy image is published, for the pipeline snippets in Settings. */
   readonly deployImage: string
 }
@@ -150,6 +154,26 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Conf
 
   const trustProxy = parseBoolean('SHIPLOG_TRUST_PROXY', env.SHIPLOG_TRUST_PROXY ?? 'false')
 
+  // Slow clients (slowloris) hold a connection open by sending a request a byte at a time; these
+  // bound how long that can last. Headers are small, so they get the shorter bound by default.
+  const requestTimeoutMs = parseInteger(
+    'SHIPLOG_REQUEST_TIMEOUT_MS',
+    env.SHIPLOG_REQUEST_TIMEOUT_MS ?? '30000',
+    1000,
+    3_600_000,
+  )
+  const headersTimeoutMs = parseInteger(
+    'SHIPLOG_HEADERS_TIMEOUT_MS',
+    env.SHIPLOG_HEADERS_TIMEOUT_MS ?? String(Math.min(10_000, requestTimeoutMs)),
+    1000,
+    3_600_000,
+  )
+  if (headersTimeoutMs > requestTimeoutMs) {
+    throw new ConfigError(
+      `SHIPLOG_HEADERS_TIMEOUT_MS (${headersTimeoutMs}) must not exceed SHIPLOG_REQUEST_TIMEOUT_MS (${requestTimeoutMs})`,
+    )
+  }
+
   const deployImage = (env.SHIPLOG_DEPLOY_IMAGE ?? 'shiplog/deploy').trim()
   if (!/^[a-z0-9][a-z0-9._\-/:]*$/.test(deployImage) || deployImage.endsWith(':1')) {
     throw new ConfigError(
@@ -178,6 +202,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Conf
     rateLimitPerMinute,
     keyCacheMs,
     trustProxy,
+    headersTimeoutMs,
+    requestTimeoutMs,
     deployImage,
   })
 }

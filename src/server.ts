@@ -1,8 +1,10 @@
 // Starts the HTTP server and shuts it down gracefully on SIGTERM/SIGINT; nothing else.
+import type { Server } from 'node:http'
 import { type App, buildApp } from './app.js'
 import type { Config } from './config.js'
 import { openDatabase } from './db/connect.js'
 import { migrateToLatest } from './db/migrate.js'
+import { loggerOptions } from './http/logging.js'
 
 export interface RunningServer {
   app: App
@@ -17,7 +19,8 @@ export async function startServer(config: Config): Promise<RunningServer> {
   })
   try {
     await migrateToLatest(database)
-    app = await buildApp({ config, database })
+    app = await buildApp({ config, database, logger: loggerOptions(config.logLevel) })
+    boundSlowClients(app.server, config)
     const address = await app.listen({ port: config.port, host: config.host })
     const running = app
     let stopping: Promise<void> | null = null
@@ -43,6 +46,20 @@ export async function startServer(config: Config): Promise<RunningServer> {
     await database.close().catch(() => {})
     throw err
   }
+}
+
+/**
+ * Cuts off clients that send their request too slowly (slowloris) with a 408. Node enforces these
+ * bounds only when it sweeps its connections, every 30 s by default, so a slow client could stay up
+ * to 30 s past them; a sweep every quarter of the headers bound (at most 1 s) keeps them close.
+ * Node reads the sweep interval when the server starts listening, so this must run before listen().
+ */
+function boundSlowClients(server: Server, config: Config): void {
+  server.requestTimeout = config.requestTimeoutMs
+  server.headersTimeout = config.headersTimeoutMs
+  // A documented createServer() option that @types/node does not declare as a property.
+  const sweeping = server as Server & { connectionsCheckingInterval: number }
+  sweeping.connectionsCheckingInterval = Math.min(1000, Math.floor(config.headersTimeoutMs / 4))
 }
 
 /** Runs until SIGTERM or SIGINT, then exits 0 after a graceful stop (1 if the stop failed). */

@@ -16,6 +16,13 @@ export interface Database {
   readonly dialect: DialectName
   /** The raw SQLite connection, for the few places that use its synchronous API directly. */
   readonly sqlite: SqliteDatabase.Database | null
+  /** The SQLite file (":memory:" for a private in-memory database); null on PostgreSQL. */
+  readonly sqlitePath: string | null
+  /**
+   * A prepared statement on the SQLite connection, from the same process-lifetime cache Kysely uses
+   * (see statementCache). Only for SQLite; the hot paths use it to skip query building.
+   */
+  prepare(sql: string): SqliteDatabase.Statement
   readonly pool: pg.Pool | null
   close(): Promise<void>
 }
@@ -42,7 +49,11 @@ export function openDatabase(target: DatabaseTarget, options: ConnectOptions = {
  */
 const retainedForProcessLifetime: unknown[] = []
 
-function statementCache(sqlite: SqliteDatabase.Database): SqliteDialectDatabase {
+export interface StatementCache extends SqliteDialectDatabase {
+  prepare(sql: string): SqliteDatabase.Statement
+}
+
+function statementCache(sqlite: SqliteDatabase.Database): StatementCache {
   const statements = new Map<string, SqliteDatabase.Statement>()
   retainedForProcessLifetime.push(sqlite, statements)
   return {
@@ -58,7 +69,16 @@ function statementCache(sqlite: SqliteDatabase.Database): SqliteDialectDatabase 
   }
 }
 
-function openSqlite(path: string): Database {
+/** Keeps better-sqlite3 objects made outside the statement cache (transactions) alive; see above. */
+export function retainForProcessLifetime(...objects: unknown[]): void {
+  retainedForProcessLifetime.push(...objects)
+}
+
+/** A SQLite connection set up the way Shiplog needs it, with its statement cache. */
+export function openSqliteConnection(path: string): {
+  sqlite: SqliteDatabase.Database
+  statements: StatementCache
+} {
   if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true })
   const sqlite = new SqliteDatabase(path)
   // WAL lets readers run beside the writer; synchronous=FULL fsyncs the WAL at every commit, so a
@@ -72,11 +92,18 @@ function openSqlite(path: string): Database {
   sqlite.function('casefold', { deterministic: true }, (value: unknown) =>
     typeof value === 'string' ? value.toLowerCase() : value,
   )
-  const db = new Kysely<DB>({ dialect: new SqliteDialect({ database: statementCache(sqlite) }) })
+  return { sqlite, statements: statementCache(sqlite) }
+}
+
+function openSqlite(path: string): Database {
+  const { sqlite, statements } = openSqliteConnection(path)
+  const db = new Kysely<DB>({ dialect: new SqliteDialect({ database: statements }) })
   return {
     db,
     dialect: 'sqlite',
     sqlite,
+    sqlitePath: path,
+    prepare: (sql) => statements.prepare(sql),
     pool: null,
     // Kysely's SQLite driver closes the better-sqlite3 handle itself.
     close: () => db.destroy(),
@@ -101,5 +128,15 @@ function openPostgres(connectionString: string, options: ConnectOptions): Databa
     client.on('error', (err) => options.onPoolError?.(err))
   })
   const db = new Kysely<DB>({ dialect: new PostgresDialect({ pool }) })
-  return { db, dialect: 'postgres', sqlite: null, pool, close: () => db.destroy() }
+  return {
+    db,
+    dialect: 'postgres',
+    sqlite: null,
+    sqlitePath: null,
+    prepare: () => {
+      throw new Error('prepare() is for SQLite; PostgreSQL statements go through the pool')
+    },
+    pool,
+    close: () => db.destroy(),
+  }
 }

@@ -1,6 +1,7 @@
 // API keys: creation (shown once), lookup by digest, revocation, and last-used bookkeeping.
 import { createHash, randomInt } from 'node:crypto'
 import type { Kysely } from 'kysely'
+import type { Database } from '../db/connect.js'
 import type { ApiKeyRow, DB } from '../db/schema.js'
 
 const BASE62 = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz'
@@ -89,17 +90,28 @@ export interface VerifiedKey {
   digest: string
 }
 
-/** Looks a presented key up; undefined for malformed, unknown and revoked keys alike. */
-export async function findActiveKey(db: Kysely<DB>, presented: string): Promise<VerifiedKey | undefined> {
-  if (!KEY_PATTERN.test(presented)) return undefined
-  const digest = digestApiKey(presented)
-  const row = await db
-    .selectFrom('api_keys')
-    .select(['id', 'account_id', 'name', 'revoked_at'])
-    .where('digest', '=', digest)
-    .executeTakeFirst()
-  if (!row || row.revoked_at !== null) return undefined
-  return { id: row.id, accountId: row.account_id, name: row.name, digest }
+interface KeyRow {
+  id: number
+  account_id: number
+  name: string
+  revoked_at: number | null
+}
+
+const KEY_BY_DIGEST = 'SELECT id, account_id, name, revoked_at FROM api_keys WHERE digest = '
+
+/**
+ * Finds a key's row by its digest. Every ingest request asks this (SQLite keeps no cache, so a
+ * revocation from the CLI counts at once), so it is a prepared statement, not a built query.
+ */
+function keyLookup(database: Database): (digest: string) => Promise<KeyRow | undefined> {
+  if (database.dialect === 'sqlite') {
+    const statement = database.prepare(`${KEY_BY_DIGEST}?`)
+    return async (digest) => statement.get(digest) as KeyRow | undefined
+  }
+  const pool = database.pool
+  if (!pool) throw new Error('a PostgreSQL database without its pool')
+  const query = { name: 'shiplog_key_by_digest', text: `${KEY_BY_DIGEST}$1` }
+  return async (digest) => (await pool.query<KeyRow>({ ...query, values: [digest] })).rows[0]
 }
 
 /**
@@ -111,22 +123,23 @@ export class ApiKeyVerifier {
   readonly #ttlMs: number
   readonly #maxEntries: number
 
-  constructor(
-    private readonly db: Kysely<DB>,
-    options: { ttlMs: number; maxEntries?: number },
-  ) {
+  readonly #lookup: (digest: string) => Promise<KeyRow | undefined>
+
+  constructor(database: Database, options: { ttlMs: number; maxEntries?: number }) {
+    this.#lookup = keyLookup(database)
     this.#ttlMs = options.ttlMs
     this.#maxEntries = options.maxEntries ?? 10_000
   }
 
+  /** Looks a presented key up; undefined for malformed, unknown and revoked keys alike. */
   async verify(presented: string): Promise<VerifiedKey | undefined> {
-    if (this.#ttlMs <= 0) return findActiveKey(this.db, presented)
     if (!KEY_PATTERN.test(presented)) return undefined
     const digest = digestApiKey(presented)
+    if (this.#ttlMs <= 0) return this.#find(digest)
     const hit = this.#cache.get(digest)
     const now = Date.now()
     if (hit && hit.expires > now) return hit.key
-    const key = await findActiveKey(this.db, presented)
+    const key = await this.#find(digest)
     if (key) {
       if (this.#cache.size >= this.#maxEntries) this.#cache.clear()
       this.#cache.set(digest, { key, expires: now + this.#ttlMs })
@@ -134,6 +147,12 @@ export class ApiKeyVerifier {
       this.#cache.delete(digest)
     }
     return key
+  }
+
+  async #find(digest: string): Promise<VerifiedKey | undefined> {
+    const row = await this.#lookup(digest)
+    if (!row || row.revoked_at !== null) return undefined
+    return { id: row.id, accountId: row.account_id, name: row.name, digest }
   }
 
   /** Forget a key at once (after this process revoked it). */

@@ -55,6 +55,12 @@ for (const [env, message] of [
   [{ SHIPLOG_RATE_LIMIT: '0' }, /SHIPLOG_RATE_LIMIT must be between/],
   [{ SHIPLOG_SECRET: 'short' }, /SHIPLOG_SECRET must be at least 32 characters/],
   [{ SHIPLOG_TRUST_PROXY: 'maybe' }, /SHIPLOG_TRUST_PROXY must be true or false/],
+  [{ SHIPLOG_REQUEST_TIMEOUT_MS: '30s' }, /SHIPLOG_REQUEST_TIMEOUT_MS must be a whole number/],
+  [{ SHIPLOG_HEADERS_TIMEOUT_MS: '0' }, /SHIPLOG_HEADERS_TIMEOUT_MS must be between 1000 and/],
+  [
+    { SHIPLOG_HEADERS_TIMEOUT_MS: '20000', SHIPLOG_REQUEST_TIMEOUT_MS: '10000' },
+    /SHIPLOG_HEADERS_TIMEOUT_MS \(20000\) must not exceed SHIPLOG_REQUEST_TIMEOUT_MS \(10000\)/,
+  ],
 ] as const) {
   test(`invalid ${Object.keys(env)[0]} is refused with one clear message`, () => {
     assert.throws(
@@ -70,4 +76,18 @@ test('the password in a PostgreSQL URL never appears in a message', () => {
     () => loadConfig({ DATABASE_URL: 'postgres://user:hunter2@[bad' }),
     (err: unknown) => err instanceof Error && !err.message.includes('hunter2'),
   )
+})
+
+test('slow-client bounds: headers within 10 s and the whole request within 30 s by default; headers never longer than the request', () => {
+  const defaults = loadConfig({ DATABASE_URL: 'sqlite::memory:' })
+  assert.equal(defaults.headersTimeoutMs, 10_000)
+  assert.equal(defaults.requestTimeoutMs, 30_000)
+  const short = loadConfig({ DATABASE_URL: 'sqlite::memory:', SHIPLOG_REQUEST_TIMEOUT_MS: '5000' })
+  assert.equal(short.headersTimeoutMs, 5000, 'the headers bound follows a shorter request bound')
+  const both = loadConfig({
+    DATABASE_URL: 'sqlite::memory:',
+    SHIPLOG_HEADERS_TIMEOUT_MS: '2000',
+    SHIPLOG_REQUEST_TIMEOUT_MS: '60000',
+  })
+  assert.deepEqual([both.headersTimeoutMs, both.requestTimeoutMs], [2000, 60_000])
 })

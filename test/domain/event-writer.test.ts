@@ -1,8 +1,24 @@
 // The group-commit writer: many requests share a transaction, and one bad row fails alone.
 import assert from 'node:assert/strict'
-import { test } from 'node:test'
+import { type TestContext, test } from 'node:test'
+import { eventStoreFor } from '../../src/domain/event-store.js'
 import { EventWriter, type PendingEvent, WriterClosedError } from '../../src/domain/event-writer.js'
-import { buildTestApp } from '../helper.js'
+import { buildTestApp, freshDatabaseUrl, testDialect } from '../helper.js'
+
+/**
+ * Where the writer stores: the suite's database (in-memory SQLite, written on the main thread, or
+ * PostgreSQL), and on SQLite also a database file, which a writer thread of its own writes.
+ */
+const TARGETS =
+  testDialect === 'sqlite' ? (['in-memory', 'file (writer thread)'] as const) : (['postgres'] as const)
+
+async function setUp(t: TestContext, target: string) {
+  const databaseUrl = target === 'file (writer thread)' ? await freshDatabaseUrl(t) : undefined
+  const ctx = await buildTestApp(t, databaseUrl ? { databaseUrl } : {})
+  const store = eventStoreFor(ctx.database)
+  t.after(() => store.close())
+  return { ...ctx, store }
+}
 
 function pending(accountId: number, apiKeyId: number, version: string): PendingEvent {
   return {
@@ -25,60 +41,103 @@ function pending(accountId: number, apiKeyId: number, version: string): PendingE
   }
 }
 
-test('a row the database refuses fails alone; its batch neighbours are stored', async (t) => {
-  const { database, tenant } = await buildTestApp(t)
-  const writer = new EventWriter(database.db)
-  const { id: accountId } = tenant.account
-  const items = [
-    pending(accountId, tenant.keyId, 'a'),
-    pending(accountId, tenant.keyId, 'b'),
-    // No such account: the foreign key refuses this row inside the shared transaction.
-    pending(999_999, tenant.keyId, 'bad'),
-    { ...pending(accountId, tenant.keyId, 'c'), idempotencyKey: 'k1' },
-    pending(accountId, tenant.keyId, 'd'),
-  ]
-  const results = await Promise.allSettled(items.map((item) => writer.record(item)))
-  await writer.close()
-  assert.deepEqual(
-    results.map((r) => r.status),
-    ['fulfilled', 'fulfilled', 'rejected', 'fulfilled', 'fulfilled'],
-  )
-  const stored = await database.db.selectFrom('events').select(['id', 'version']).orderBy('id').execute()
-  assert.deepEqual(
-    stored.map((r) => r.version),
-    ['a', 'b', 'c', 'd'],
-  )
-  for (const [i, r] of results.entries()) {
-    if (r.status === 'fulfilled') assert.equal(r.value.event.version, items[i]?.input.version)
-  }
-})
+for (const target of TARGETS) {
+  test(`${target}: a row the database refuses fails alone, with its code; its batch neighbours are stored`, async (t) => {
+    const { database, tenant, store } = await setUp(t, target)
+    const writer = new EventWriter(store)
+    const { id: accountId } = tenant.account
+    const items = [
+      pending(accountId, tenant.keyId, 'a'),
+      pending(accountId, tenant.keyId, 'b'),
+      // No such account: the foreign key refuses this row inside the shared transaction.
+      pending(999_999, tenant.keyId, 'bad'),
+      { ...pending(accountId, tenant.keyId, 'c'), idempotencyKey: 'k1' },
+      pending(accountId, tenant.keyId, 'd'),
+    ]
+    const results = await Promise.allSettled(items.map((item) => writer.record(item)))
+    await writer.close()
+    assert.deepEqual(
+      results.map((r) => r.status),
+      ['fulfilled', 'fulfilled', 'rejected', 'fulfilled', 'fulfilled'],
+    )
+    const refused = results[2]
+    assert.ok(refused?.status === 'rejected')
+    // The code is what tells a refused row (400-class) from an outage (503), also across the thread.
+    assert.match(String((refused.reason as { code?: string }).code), /^(SQLITE_CONSTRAINT|23503)/)
+    const stored = await database.db.selectFrom('events').select(['id', 'version']).orderBy('id').execute()
+    assert.deepEqual(
+      stored.map((r) => r.version),
+      ['a', 'b', 'c', 'd'],
+    )
+    for (const [i, r] of results.entries()) {
+      if (r.status === 'fulfilled') assert.equal(r.value.event.version, items[i]?.input.version)
+    }
+  })
 
-test('requests arriving together are committed in few transactions, ids in arrival order', async (t) => {
-  const { database, tenant } = await buildTestApp(t)
-  const grouped = new EventWriter(database.db)
-  const outcomes = await Promise.all(
-    Array.from({ length: 500 }, (_, i) => grouped.record(pending(tenant.account.id, tenant.keyId, `v${i}`))),
-  )
-  await grouped.close()
-  const commits = grouped.stats.batches
-  assert.equal(grouped.stats.events, 500)
-  assert.ok(commits >= 1 && commits <= 5, `500 concurrent events took ${commits} transactions`)
-  const ids = outcomes.map((o) => o.event.id)
-  assert.deepEqual(
-    ids,
-    [...ids].sort((a, b) => a - b),
-  )
-  assert.deepEqual(
-    outcomes.map((o) => o.event.version),
-    outcomes.map((_, i) => `v${i}`),
-  )
-})
+  test(`${target}: each answer is the row as stored; a repeated Idempotency-Key gets the first one`, async (t) => {
+    const { database, tenant, store } = await setUp(t, target)
+    const writer = new EventWriter(store)
+    const full: PendingEvent = {
+      ...pending(tenant.account.id, tenant.keyId, '2.0.0'),
+      input: {
+        service: 'svc ü',
+        environment: 'prod',
+        version: '2.0.0',
+        status: 'Failed',
+        url: 'https://ci.example/1',
+        commit: 'abc123',
+        description: 'first "try"',
+        deployer: 'ada',
+      },
+      idempotencyKey: 'same',
+    }
+    const first = await writer.record(full)
+    const again = await writer.record({
+      ...full,
+      input: { ...full.input, version: '9.9.9' },
+      receivedAt: Date.now() + 5,
+    })
+    const plain = await writer.record(pending(tenant.account.id, tenant.keyId, 'plain'))
+    await writer.close()
+    assert.equal(first.replayed, false)
+    assert.equal(again.replayed, true)
+    assert.equal(plain.replayed, false)
+    const rows = await database.db.selectFrom('events').selectAll().orderBy('id').execute()
+    assert.equal(rows.length, 2)
+    assert.deepEqual(first.event, rows[0])
+    assert.deepEqual(again.event, rows[0])
+    assert.deepEqual(plain.event, rows[1])
+  })
 
-test('after close, new events are refused and queued ones were answered', async (t) => {
-  const { database, tenant } = await buildTestApp(t)
-  const writer = new EventWriter(database.db)
-  const queued = writer.record(pending(tenant.account.id, tenant.keyId, 'last'))
-  await writer.close()
-  assert.equal((await queued).event.version, 'last')
-  await assert.rejects(writer.record(pending(tenant.account.id, tenant.keyId, 'late')), WriterClosedError)
-})
+  test(`${target}: requests arriving together are committed in few transactions, ids in arrival order`, async (t) => {
+    const { tenant, store } = await setUp(t, target)
+    const grouped = new EventWriter(store)
+    const outcomes = await Promise.all(
+      Array.from({ length: 500 }, (_, i) =>
+        grouped.record(pending(tenant.account.id, tenant.keyId, `v${i}`)),
+      ),
+    )
+    await grouped.close()
+    const commits = grouped.stats.batches
+    assert.equal(grouped.stats.events, 500)
+    assert.ok(commits >= 1 && commits <= 5, `500 concurrent events took ${commits} transactions`)
+    const ids = outcomes.map((o) => o.event.id)
+    assert.deepEqual(
+      ids,
+      [...ids].sort((a, b) => a - b),
+    )
+    assert.deepEqual(
+      outcomes.map((o) => o.event.version),
+      outcomes.map((_, i) => `v${i}`),
+    )
+  })
+
+  test(`${target}: after close, new events are refused and queued ones were answered`, async (t) => {
+    const { tenant, store } = await setUp(t, target)
+    const writer = new EventWriter(store)
+    const queued = writer.record(pending(tenant.account.id, tenant.keyId, 'last'))
+    await writer.close()
+    assert.equal((await queued).event.version, 'last')
+    await assert.rejects(writer.record(pending(tenant.account.id, tenant.keyId, 'late')), WriterClosedError)
+  })
+}

@@ -187,6 +187,11 @@ export interface StartOptions {
   /** More environment variables (SHIPLOG_RATE_LIMIT, SHIPLOG_KEY_CACHE_SECONDS, …). */
   env?: Record<string, string>
   startTimeoutMs?: number
+  /**
+   * Listen on this port rather than a free one: a server restarted after a crash comes back where
+   * its clients (and a load balancer) expect it.
+   */
+  port?: number
 }
 
 async function healthy(url: string): Promise<boolean> {
@@ -283,18 +288,20 @@ async function startOnce(t: Cleanup, options: StartOptions, port: number): Promi
 }
 
 /**
- * Starts `shiplog serve` on a free port and waits until GET /healthz answers 200. The process is
- * SIGKILLed after the test if it still runs. Another process may take the probed port first, so a
- * start that fails with EADDRINUSE is tried again on a new port.
+ * Starts `shiplog serve` on a free port (or options.port) and waits until GET /healthz answers 200.
+ * The process is SIGKILLed after the test if it still runs. Another process may take the probed port
+ * first, so a start that fails with EADDRINUSE is tried again (on a new port unless one was given).
  */
 export async function startServer(t: Cleanup, options: StartOptions): Promise<ServerProcess> {
   assertBuilt()
   for (let attempt = 1; ; attempt++) {
-    const port = await freePort()
+    const port = options.port ?? (await freePort())
     try {
       return await startOnce(t, options, port)
     } catch (err) {
       if (attempt >= 3 || !(err as Error).message.includes('EADDRINUSE')) throw err
+      // A fixed port held by a process that is still going away frees up in a moment.
+      if (options.port !== undefined) await sleep(200 * attempt)
     }
   }
 }

@@ -9,6 +9,7 @@ import {
   createUserIn,
   login,
   PASSWORD,
+  setCookies,
   userRow,
 } from '../support/ui.js'
 
@@ -186,4 +187,95 @@ test('a GET does not change anything, so it needs no token: state-changing route
   const logout = await admin.get('/logout')
   assert.notEqual(logout.statusCode, 303)
   assert.equal((await admin.get('/logs/')).statusCode, 200)
+})
+
+/** Every route of the app with its methods, read from Fastify's own route tree (printRoutes). */
+function routesOf(ctx: TestApp): Array<{ path: string; methods: string[] }> {
+  const routes: Array<{ path: string; methods: string[] }> = []
+  const segments: string[] = []
+  for (const line of ctx.app.printRoutes({ commonPrefix: false }).split('\n')) {
+    // "│   ├── keys (POST)": four characters of tree drawing per level, then the segment and methods.
+    const m = /^((?:[│ ] {3})*)[├└]── (.+?)(?: \(([A-Z, ]+)\))?$/.exec(line)
+    if (!m) continue
+    const depth = (m[1] ?? '').length / 4
+    segments.length = depth
+    segments.push(m[2] ?? '')
+    if (m[3]) routes.push({ path: segments.join(''), methods: m[3].split(', ') })
+  }
+  return routes
+}
+
+test('every state-changing route of the app, found from its route table, refuses a request without a CSRF token (or needs an API key)', async (t) => {
+  const ctx = await buildTestApp(t)
+  const accountId = ctx.tenant.account.id
+  await createUserIn(ctx.database, accountId, 'ada@example.com')
+  const mel = await createUserIn(ctx.database, accountId, 'mel@example.com', { role: 'member' })
+  const admin = await login(ctx.app, 'ada@example.com')
+  const state = async () => ({
+    users: await ctx.database.db.selectFrom('users').selectAll().orderBy('id').execute(),
+    keys: await ctx.database.db.selectFrom('api_keys').selectAll().orderBy('id').execute(),
+    sessions: await sessionsOf(ctx, mel.id),
+    events: await ctx.database.db.selectFrom('events').select('id').execute(),
+  })
+  const before = await state()
+
+  const routes = routesOf(ctx)
+  assert.ok(
+    routes.some((r) => r.path === '/settings/keys/:id/revoke'),
+    'the route table was read',
+  )
+  const forms: string[] = []
+  for (const { path, methods } of routes) {
+    const url = path.replace(':id', String(path.includes('/keys/') ? ctx.tenant.keyId : mel.id))
+    for (const method of methods.filter((m) => !['GET', 'HEAD', 'OPTIONS'].includes(m))) {
+      const res = await ctx.app.inject({
+        method: method as 'POST',
+        url,
+        headers: { cookie: admin.cookieHeader(), 'content-type': 'application/x-www-form-urlencoded' },
+        payload: 'name=x&email=eve%40example.com&role=admin&password=x',
+      })
+      const where = `${method} ${path} answered ${res.statusCode}: ${res.payload.slice(0, 200)}`
+      if (res.statusCode === 403) {
+        assert.match(res.payload, /This form has expired/, where)
+        forms.push(`${method} ${path}`)
+      } else if (res.statusCode === 401) {
+        // The ingest API: no key, no entry (a browser cannot add an X-API-Key to a cross-site form).
+        assert.ok(['/put', '/deploy'].includes(path), where)
+      } else {
+        // Not a route for this method (405), or one that cannot read a form at all (415).
+        assert.ok([405, 415].includes(res.statusCode), where)
+      }
+    }
+  }
+  assert.deepEqual(forms.sort(), [
+    'POST /account/password',
+    'POST /login',
+    'POST /logout',
+    'POST /settings/keys',
+    'POST /settings/keys/:id/revoke',
+    'POST /settings/users',
+    'POST /settings/users/:id/remove',
+    'POST /settings/users/:id/role',
+    'POST /setup',
+  ])
+  assert.deepEqual(await state(), before, 'nothing changed')
+})
+
+test('the CSRF secret cookie is signed, HttpOnly, SameSite=Lax, and Secure behind a trusted HTTPS proxy', async (t) => {
+  for (const [env, headers, secure] of [
+    [{}, {}, false],
+    [{ SHIPLOG_TRUST_PROXY: 'true' }, { 'x-forwarded-proto': 'https' }, true],
+  ] as const) {
+    const ctx = await buildTestApp(t, { env })
+    await createUserIn(ctx.database, ctx.tenant.account.id, 'ada@example.com')
+    const res = await ctx.app.inject({ method: 'GET', url: '/login', headers })
+    const cookie = setCookies(res).find((c) => c.name === 'shiplog_csrf')
+    assert.ok(cookie, 'GET /login sets the CSRF secret cookie')
+    assert.ok(cookie.attributes.has('httponly'), cookie.raw)
+    assert.equal(cookie.attributes.get('samesite')?.toLowerCase(), 'lax', cookie.raw)
+    assert.equal(cookie.attributes.get('path'), '/', cookie.raw)
+    assert.equal(cookie.attributes.has('secure'), secure, cookie.raw)
+    // Signed: the value carries an HMAC after a dot, so a made-up secret is refused (see above).
+    assert.match(decodeURIComponent(cookie.value), /^[^.]+\.[A-Za-z0-9+/_-]+$/, cookie.raw)
+  }
 })

@@ -86,3 +86,43 @@ test('pages after login: logs, settings, password, a new key, error pages; downl
     assert.equal(res.headers['x-content-type-options'], 'nosniff', url)
   }
 })
+
+/** Inline code the CSP would block (and so a page that relies on it would break): scripts, handlers, styles. */
+function inlineCode(html: string): string[] {
+  const found: string[] = []
+  // Only real tags are looked at: text the page shows (escaped, as &lt;…) cannot be one.
+  for (const [tag] of html.matchAll(/<[a-zA-Z][^>]*>/g)) {
+    if (/^<script\b/i.test(tag) && !/\ssrc=/i.test(tag)) found.push(`inline script: ${tag}`)
+    if (/^<style\b/i.test(tag)) found.push(`style element: ${tag}`)
+    if (/\son[a-z]+\s*=/i.test(tag)) found.push(`event handler attribute: ${tag}`)
+    if (/\sstyle\s*=/i.test(tag)) found.push(`style attribute: ${tag}`)
+    if (/=\s*["']?\s*javascript:/i.test(tag)) found.push(`javascript: URL: ${tag}`)
+  }
+  return found
+}
+
+test('no page carries inline scripts, event handlers or inline styles, so the strict CSP breaks nothing', async (t) => {
+  const ctx = await buildTestApp(t)
+  const anonymous = new Browser(ctx.app)
+  const pages: Array<[string, Response]> = [['/setup', await anonymous.get('/setup')]]
+  await createUserIn(ctx.database, ctx.tenant.account.id, 'ada@example.com')
+  pages.push(['/login', await anonymous.get('/login')])
+  const admin = await login(ctx.app, 'ada@example.com')
+  for (const url of ['/logs/', '/settings/', '/account/password', '/logout', '/logs/?status=nope']) {
+    pages.push([url, await admin.get(url)])
+  }
+  pages.push(['a new key', await admin.submit('/settings/', '/settings/keys', { name: 'k' })])
+  pages.push([
+    'a new user',
+    await admin.submit('/settings/', '/settings/users', { email: 'x@example.com', role: 'member' }),
+  ])
+  pages.push(['a 404 page', await admin.get('/nope', { accept: 'text/html' })])
+  for (const [where, res] of pages) {
+    assert.match(String(res.headers['content-type']), /^text\/html/, where)
+    assert.deepEqual(inlineCode(res.payload), [], where)
+  }
+  // The one script the pages load is served from this origin, as script-src 'self' requires.
+  const script = await admin.get('/static/app.js')
+  assert.equal(script.statusCode, 200)
+  assert.match(String(script.headers['content-type']), /javascript/)
+})

@@ -116,3 +116,52 @@ test('the Log out button on an error page works', async (t) => {
   assertRedirect(out, '/login', 303)
   assertRedirect(await browser.get('/logs/'), '/login')
 })
+
+test('fifty login attempts per address in the window; the 51st from that address gets 429 whatever the email, other addresses are unaffected', async (t) => {
+  const ctx = await buildTestApp(t)
+  await createUserIn(ctx.database, ctx.tenant.account.id, 'ada@example.com')
+  const attacker = new Browser(ctx.app)
+  const token = await attacker.csrf('/login')
+  // Password spraying: a different email each time, so only the per-address limit can stop it.
+  const attempt = (remoteAddress: string, email: string, password: string) =>
+    ctx.app.inject({
+      method: 'POST',
+      url: '/login',
+      remoteAddress,
+      headers: { cookie: attacker.cookieHeader(), 'content-type': 'application/x-www-form-urlencoded' },
+      payload: new URLSearchParams({ _csrf: token, email, password }).toString(),
+    })
+  for (let i = 1; i <= 50; i++) {
+    const res = await attempt('203.0.113.7', `user${i}@example.com`, 'a guessed password')
+    assert.equal(res.statusCode, 401, `attempt ${i}`)
+  }
+  const blocked = await attempt('203.0.113.7', 'ada@example.com', PASSWORD)
+  assert.equal(blocked.statusCode, 429, 'even the right password, from the throttled address')
+  assert.ok(Number(blocked.headers['retry-after']) > 0)
+  assert.equal(await countRows(ctx.database, 'sessions'), 0)
+
+  const elsewhere = await attempt('198.51.100.9', 'ada@example.com', PASSWORD)
+  assertRedirect(elsewhere, '/logs/', 303)
+})
+
+test('a session cookie with a tampered token or signature opens nothing', async (t) => {
+  const ctx = await buildTestApp(t)
+  await createUserIn(ctx.database, ctx.tenant.account.id, 'ada@example.com')
+  const browser = await login(ctx.app, 'ada@example.com')
+  const cookie = browser.jar.get('shiplog_session') ?? ''
+  const [token = '', signature = ''] = decodeURIComponent(cookie).split('.')
+  const flip = (s: string) => `${s.slice(0, -1)}${s.endsWith('A') ? 'B' : 'A'}`
+  for (const [label, value] of [
+    ['token changed, signature kept', `${flip(token)}.${signature}`],
+    ['signature changed', `${token}.${flip(signature)}`],
+    ['signature removed', token],
+    ['unsigned token of another length', `${token}x`],
+  ]) {
+    const forged = new Browser(ctx.app)
+    forged.jar.set('shiplog_session', encodeURIComponent(value ?? ''))
+    const res = await forged.get('/logs/')
+    assert.equal(res.statusCode, 303, label)
+    assert.match(String(res.headers.location), /^\/login\b/, label)
+  }
+  assert.equal((await browser.get('/logs/')).statusCode, 200, 'the genuine cookie still works')
+})

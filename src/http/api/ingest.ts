@@ -16,6 +16,8 @@ import { HttpProblem, methodNotAllowed, problems } from '../problem.js'
 import { checkRateLimit, type RateLimitStore } from '../rate-limit.js'
 
 export const INGEST_BODY_LIMIT = 16 * 1024
+/** The ingest routes' paths: answers there are JSON for machines (see API_SECURITY_HEADERS). */
+export const INGEST_PATHS: ReadonlySet<string> = new Set(['/put', '/deploy'])
 const IDEMPOTENCY_KEY_MAX = 200
 
 declare module 'fastify' {

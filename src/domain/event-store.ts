@@ -1,0 +1,318 @@
+// The SQL behind recording events, written by hand for each database. Every accepted request runs
+// through here, so it skips the query builder: statements are prepared once (SQLite) or named so
+// the server parses them once per connection (PostgreSQL), and a batch of plain events costs one
+// statement on either database.
+import type SqliteDatabase from 'better-sqlite3'
+import type pg from 'pg'
+import { type Database, retainForProcessLifetime } from '../db/connect.js'
+import type { EventRow, EventSource } from '../db/schema.js'
+import { ThreadedSqliteEventStore } from './event-writer-thread-client.js'
+import type { EventInput } from './events.js'
+
+/** How long an Idempotency-Key holds: a retry after this records a new event. */
+export const IDEMPOTENCY_WINDOW_MS = 24 * 60 * 60 * 1000
+
+/** One accepted request waiting to be stored. */
+export interface PendingEvent {
+  accountId: number
+  apiKeyId: number
+  apiKeyName: string
+  source: EventSource
+  input: EventInput
+  idempotencyKey: string | null
+  receivedAt: number
+}
+
+export interface RecordOutcome {
+  event: EventRow
+  /** True when the Idempotency-Key matched an earlier request and nothing new was stored. */
+  replayed: boolean
+}
+
+/** Stores a batch in one transaction: all of it, in order, or (when it throws) none of it. */
+export interface EventStore {
+  writeBatch(items: readonly PendingEvent[]): Promise<RecordOutcome[]>
+  /** Releases what the store holds of its own (the writer thread); the database stays open. */
+  close(): Promise<void>
+}
+
+export function eventStoreFor(database: Database): EventStore {
+  if (database.dialect === 'sqlite') {
+    const path = database.sqlitePath
+    if (path !== null && path !== ':memory:') return new ThreadedSqliteEventStore(path)
+    return new InlineSqliteEventStore(database)
+  }
+  if (!database.pool) throw new Error('a PostgreSQL database without its pool')
+  return new PostgresEventStore(database.pool)
+}
+
+const COLUMNS = [
+  'account_id',
+  'service',
+  'environment',
+  'version',
+  'status',
+  'url',
+  'commit_sha',
+  'description',
+  'deployer',
+  'source',
+  'api_key_id',
+  'api_key_name',
+  'received_at',
+] as const
+
+type ColumnValue = string | number | null
+
+/** The row an event becomes once stored under `id`: what RETURNING * would give, built here. */
+function storedRow(item: PendingEvent, id: number): EventRow {
+  const { input } = item
+  return {
+    id,
+    account_id: item.accountId,
+    service: input.service,
+    environment: input.environment,
+    version: input.version,
+    status: input.status,
+    url: input.url,
+    commit_sha: input.commit,
+    description: input.description,
+    deployer: input.deployer,
+    source: item.source,
+    api_key_id: item.apiKeyId,
+    api_key_name: item.apiKeyName,
+    received_at: item.receivedAt,
+  }
+}
+
+/**
+ * What writing one item gave: the new event's id, or, for a replayed Idempotency-Key, the event
+ * stored the first time. Compact, because it crosses from the writer thread.
+ */
+export type WriteResult = number | EventRow
+
+export function outcomesOf(items: readonly PendingEvent[], results: readonly WriteResult[]): RecordOutcome[] {
+  if (results.length !== items.length) throw new Error(`stored ${results.length} of ${items.length} events`)
+  return results.map((result, i) =>
+    typeof result === 'number'
+      ? { event: storedRow(items[i] as PendingEvent, result), replayed: false }
+      : { event: result, replayed: true },
+  )
+}
+
+/** The stored values of one event, in COLUMNS order. */
+function columnValues(item: PendingEvent): ColumnValue[] {
+  const { input } = item
+  return [
+    item.accountId,
+    input.service,
+    input.environment,
+    input.version,
+    input.status,
+    input.url,
+    input.commit,
+    input.description,
+    input.deployer,
+    item.source,
+    item.apiKeyId,
+    item.apiKeyName,
+    item.receivedAt,
+  ]
+}
+
+const SQLITE_SQL = {
+  insertEvent: `INSERT INTO events (${COLUMNS.join(', ')}) VALUES (${COLUMNS.map(() => '?').join(', ')})`,
+  dropExpiredKey: 'DELETE FROM idempotency_keys WHERE account_id = ? AND idem_key = ? AND created_at <= ?',
+  claimKey:
+    'INSERT INTO idempotency_keys (account_id, idem_key, event_id, created_at) VALUES (?, ?, NULL, ?) ' +
+    'ON CONFLICT (account_id, idem_key) DO NOTHING RETURNING idem_key',
+  claimedEvent:
+    'SELECT events.* FROM idempotency_keys JOIN events ON events.id = idempotency_keys.event_id ' +
+    'WHERE idempotency_keys.account_id = ? AND idempotency_keys.idem_key = ?',
+  linkKey: 'UPDATE idempotency_keys SET event_id = ? WHERE account_id = ? AND idem_key = ?',
+}
+
+/** Writes one batch synchronously on a SQLite connection; throws (and rolls back) on failure. */
+export type SqliteBatchWrite = (items: readonly PendingEvent[]) => WriteResult[]
+
+/**
+ * The SQLite writing itself, shared by the writer thread and the in-thread store. A batch is one
+ * IMMEDIATE transaction: the write lock is taken at BEGIN, so a CLI process writing at the same
+ * moment waits its turn instead of failing half-way.
+ */
+export function sqliteBatchWriter(
+  sqlite: SqliteDatabase.Database,
+  prepare: (sql: string) => SqliteDatabase.Statement,
+): SqliteBatchWrite {
+  const insertEvent = prepare(SQLITE_SQL.insertEvent)
+  const dropExpiredKey = prepare(SQLITE_SQL.dropExpiredKey)
+  const claimKey = prepare(SQLITE_SQL.claimKey)
+  const claimedEvent = prepare(SQLITE_SQL.claimedEvent)
+  const linkKey = prepare(SQLITE_SQL.linkKey)
+
+  const insert = (item: PendingEvent): number => Number(insertEvent.run(columnValues(item)).lastInsertRowid)
+  const writeOne = (item: PendingEvent): WriteResult => {
+    const key = item.idempotencyKey
+    if (key === null) return insert(item)
+    // A record older than the window no longer counts: drop it so the key can be claimed again.
+    dropExpiredKey.run(item.accountId, key, item.receivedAt - IDEMPOTENCY_WINDOW_MS)
+    if (claimKey.get(item.accountId, key, item.receivedAt) === undefined) {
+      const original = claimedEvent.get(item.accountId, key) as EventRow | undefined
+      if (!original) throw new Error('idempotency record without its event')
+      return original
+    }
+    const id = insert(item)
+    linkKey.run(id, item.accountId, key)
+    return id
+  }
+  const transaction = sqlite.transaction((items: readonly PendingEvent[]) => items.map(writeOne))
+  retainForProcessLifetime(transaction)
+  return (items) => transaction.immediate(items)
+}
+
+/**
+ * Writes on the main thread. Only for a private in-memory database, which no other thread can
+ * open; its commits need no fsync, so they do not hold up the event loop.
+ */
+class InlineSqliteEventStore implements EventStore {
+  readonly #write: SqliteBatchWrite
+
+  constructor(database: Database) {
+    const sqlite = database.sqlite
+    if (!sqlite) throw new Error('a SQLite database without its connection')
+    this.#write = sqliteBatchWriter(sqlite, (sql) => database.prepare(sql))
+  }
+
+  async writeBatch(items: readonly PendingEvent[]): Promise<RecordOutcome[]> {
+    return outcomesOf(items, this.#write(items))
+  }
+
+  async close(): Promise<void> {}
+}
+
+/** PostgreSQL type of each column's array parameter for unnest(). */
+const PG_ARRAY_TYPES: Record<(typeof COLUMNS)[number], string> = {
+  account_id: 'bigint[]',
+  service: 'text[]',
+  environment: 'text[]',
+  version: 'text[]',
+  status: 'text[]',
+  url: 'text[]',
+  commit_sha: 'text[]',
+  description: 'text[]',
+  deployer: 'text[]',
+  source: 'text[]',
+  api_key_id: 'bigint[]',
+  api_key_name: 'text[]',
+  received_at: 'bigint[]',
+}
+
+/**
+ * Any number of events in one statement: each column arrives as one array parameter. ORDER BY the
+ * ordinality makes the identity values follow the order of the arrays, so sorting the returned rows
+ * by id pairs each with its request.
+ */
+const PG_INSERT_EVENTS = {
+  name: 'shiplog_insert_events',
+  text:
+    `INSERT INTO events (${COLUMNS.join(', ')}) SELECT ${COLUMNS.join(', ')} FROM unnest(` +
+    COLUMNS.map((c, i) => `$${i + 1}::${PG_ARRAY_TYPES[c]}`).join(', ') +
+    `) WITH ORDINALITY AS t(${COLUMNS.join(', ')}, ord) ORDER BY ord RETURNING id`,
+}
+
+const PG_SQL = {
+  dropExpiredKey: {
+    name: 'shiplog_drop_expired_key',
+    text: 'DELETE FROM idempotency_keys WHERE account_id = $1 AND idem_key = $2 AND created_at <= $3',
+  },
+  claimKey: {
+    name: 'shiplog_claim_key',
+    text:
+      'INSERT INTO idempotency_keys (account_id, idem_key, event_id, created_at) VALUES ($1, $2, NULL, $3) ' +
+      'ON CONFLICT (account_id, idem_key) DO NOTHING RETURNING idem_key',
+  },
+  claimedEvent: {
+    name: 'shiplog_claimed_event',
+    text:
+      'SELECT events.* FROM idempotency_keys JOIN events ON events.id = idempotency_keys.event_id ' +
+      'WHERE idempotency_keys.account_id = $1 AND idempotency_keys.idem_key = $2',
+  },
+  linkKey: {
+    name: 'shiplog_link_key',
+    text: 'UPDATE idempotency_keys SET event_id = $1 WHERE account_id = $2 AND idem_key = $3',
+  },
+}
+
+type Queryable = Pick<pg.PoolClient, 'query'>
+
+class PostgresEventStore implements EventStore {
+  constructor(private readonly pool: pg.Pool) {}
+
+  async close(): Promise<void> {}
+
+  async writeBatch(items: readonly PendingEvent[]): Promise<RecordOutcome[]> {
+    // Plain events only (the common case): one statement, which is its own transaction.
+    if (items.every((item) => item.idempotencyKey === null)) return insertPlain(this.pool, items)
+    const client = await this.pool.connect()
+    let broken: Error | undefined
+    try {
+      await client.query('BEGIN')
+      const outcomes: RecordOutcome[] = []
+      let plain: PendingEvent[] = []
+      for (const item of items) {
+        if (item.idempotencyKey === null) {
+          plain.push(item)
+          continue
+        }
+        if (plain.length > 0) outcomes.push(...(await insertPlain(client, plain)))
+        plain = []
+        outcomes.push(await writeIdempotent(client, item, item.idempotencyKey))
+      }
+      if (plain.length > 0) outcomes.push(...(await insertPlain(client, plain)))
+      await client.query('COMMIT')
+      return outcomes
+    } catch (err) {
+      try {
+        await client.query('ROLLBACK')
+      } catch (rollback) {
+        // The connection itself failed: do not hand it back to the pool.
+        broken = rollback as Error
+      }
+      throw err
+    } finally {
+      client.release(broken)
+    }
+  }
+}
+
+async function insertPlain(db: Queryable, items: readonly PendingEvent[]): Promise<RecordOutcome[]> {
+  const columns: ColumnValue[][] = COLUMNS.map(() => new Array<ColumnValue>(items.length))
+  items.forEach((item, row) => {
+    columnValues(item).forEach((value, column) => {
+      ;(columns[column] as ColumnValue[])[row] = value
+    })
+  })
+  const result = await db.query<{ id: number }>({ ...PG_INSERT_EVENTS, values: columns })
+  const ids = result.rows.map((row) => row.id).sort((a, b) => a - b)
+  return outcomesOf(items, ids)
+}
+
+async function writeIdempotent(db: Queryable, item: PendingEvent, key: string): Promise<RecordOutcome> {
+  await db.query({
+    ...PG_SQL.dropExpiredKey,
+    values: [item.accountId, key, item.receivedAt - IDEMPOTENCY_WINDOW_MS],
+  })
+  // Claim the key first. A concurrent claim by another instance waits here until the first
+  // transaction ends, then sees its row: at most one event per key, across instances.
+  const claimed = await db.query({ ...PG_SQL.claimKey, values: [item.accountId, key, item.receivedAt] })
+  if (claimed.rowCount === 0) {
+    const original = await db.query<EventRow>({ ...PG_SQL.claimedEvent, values: [item.accountId, key] })
+    const event = original.rows[0]
+    if (!event) throw new Error('idempotency record without its event')
+    return { event, replayed: true }
+  }
+  const [outcome] = await insertPlain(db, [item])
+  if (!outcome) throw new Error('event write returned no row')
+  await db.query({ ...PG_SQL.linkKey, values: [outcome.event.id, item.accountId, key] })
+  return outcome
+}

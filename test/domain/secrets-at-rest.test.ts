@@ -1,0 +1,75 @@
+// What someone who reads the database gets: digests and scrypt hashes, never a usable key, password
+// or session token; and the password check compares in constant time without tripping on lengths.
+import assert from 'node:assert/strict'
+import { createHash } from 'node:crypto'
+import { test } from 'node:test'
+import { sql } from 'kysely'
+import { hashPassword, verifyPassword } from '../../src/domain/passwords.js'
+import { buildTestApp } from '../helper.js'
+import { createUserIn, login, PASSWORD, textOfId } from '../support/ui.js'
+
+test('no table holds an API key, a password, a session token or a CSRF token in plain text', async (t) => {
+  const ctx = await buildTestApp(t)
+  await createUserIn(ctx.database, ctx.tenant.account.id, 'ada@example.com')
+  const admin = await login(ctx.app, 'ada@example.com')
+  const created = await admin.submit('/settings/', '/settings/keys', { name: 'ui-key' })
+  const uiKey = textOfId(created.payload, 'new-key')
+  const added = await admin.submit('/settings/', '/settings/users', {
+    email: 'mel@example.com',
+    role: 'member',
+  })
+  const oneTime = textOfId(added.payload, 'new-password')
+  assert.ok(uiKey && oneTime)
+  const token = decodeURIComponent(admin.jar.get('shiplog_session') ?? '').split('.')[0] ?? ''
+  const csrfSecret = decodeURIComponent(admin.jar.get('shiplog_csrf') ?? '').split('.')[0] ?? ''
+  const recorded = await ctx.app.inject({
+    method: 'POST',
+    url: '/deploy',
+    headers: { 'x-api-key': ctx.tenant.key, 'idempotency-key': 'idem-1' },
+    payload: { service: 'App1', environment: 'Prod', version: '1', status: 'Deployed' },
+  })
+  assert.equal(recorded.statusCode, 201)
+
+  const secrets: Record<string, string> = {
+    'an API key': ctx.tenant.key,
+    'its body': ctx.tenant.key.slice(4),
+    'a key created in Settings': uiKey,
+    'a password': PASSWORD,
+    'a one-time password': oneTime,
+    'a session token': token,
+    'a CSRF secret': csrfSecret,
+    'the CSRF token of a page': await admin.csrf('/settings/'),
+  }
+  const tables = await ctx.database.db.introspection.getTables()
+  assert.ok(tables.length >= 5, `tables read: ${tables.map((x) => x.name).join(', ')}`)
+  const found: string[] = []
+  for (const table of tables) {
+    const rows = await sql<Record<string, unknown>>`select * from ${sql.table(table.name)}`.execute(
+      ctx.database.db,
+    )
+    const text = JSON.stringify(rows.rows)
+    for (const [label, value] of Object.entries(secrets)) {
+      assert.ok(value.length >= 8, label)
+      if (text.includes(value)) found.push(`${label} in ${table.name}`)
+    }
+  }
+  assert.deepEqual(found, [])
+
+  // The session row is found by the token's digest, which is what the table keeps.
+  const sessions = await ctx.database.db.selectFrom('sessions').select('id').execute()
+  const digest = createHash('sha256').update(token, 'utf8').digest('hex')
+  assert.ok(sessions.some((s) => s.id === digest))
+})
+
+test('the password check is a constant-time comparison that answers false, never throws, when the stored key has another length', async () => {
+  const stored = await hashPassword(PASSWORD)
+  assert.equal(await verifyPassword(PASSWORD, stored), true)
+  assert.equal(await verifyPassword(`${PASSWORD} `, stored), false)
+  const parts = stored.split('$')
+  const key = Buffer.from(parts[5] ?? '', 'base64')
+  for (const other of [key.subarray(0, 32), Buffer.concat([key, Buffer.alloc(1)]), Buffer.alloc(0)]) {
+    const altered = [...parts.slice(0, 5), other.toString('base64')].join('$')
+    assert.equal(await verifyPassword(PASSWORD, altered), false, `a stored key of ${other.length} bytes`)
+  }
+  assert.equal(await verifyPassword(PASSWORD, 'md5$abc'), false, 'an unknown hash format')
+})

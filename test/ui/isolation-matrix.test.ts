@@ -1,0 +1,986 @@
+// Every registered route, called as another account's admin, a member, anonymously and with another
+// account's API key: refused or confined to the caller's own account, and account A left unchanged.
+import assert from 'node:assert/strict'
+import { subscribe, unsubscribe } from 'node:diagnostics_channel'
+import { readFileSync } from 'node:fs'
+import { test } from 'node:test'
+import type { FastifyInstance, HTTPMethods } from 'fastify'
+import type { User } from '../../src/db/schema.js'
+import { buildTestApp, type Tenant, type TestApp } from '../helper.js'
+import {
+  assertRedirect,
+  Browser,
+  createUserIn,
+  deploy,
+  insertEvents,
+  login,
+  PASSWORD,
+  parseCsv,
+  type Response,
+  setCookies,
+  sharedFixture,
+  shownVersions,
+  userRow,
+} from '../support/ui.js'
+
+// A's users get their own password, so "B's password with A's email" is a real wrong guess.
+const A_PASSWORD = 'acme staple battery horse'
+const B_NEW_PASSWORD = 'beta changed its own words'
+// In A's event details only, and never in any request this file sends: finding it in a response
+// means A's data leaked. Long enough that no random token contains it by chance.
+const HIDDEN = 'acme-hidden-zq81'
+
+type Method = 'GET' | 'HEAD' | 'POST' | 'PUT' | 'PATCH' | 'DELETE' | 'OPTIONS'
+const METHODS: readonly Method[] = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS']
+
+/**
+ * Who calls: B's admin (and a second B admin whose session may be ended), A's member, nobody, and
+ * B's API key (sent alone, without cookies).
+ */
+type Principal = 'anonymous' | 'bAdmin' | 'bOther' | 'aMember' | 'bKey'
+type SessionPrincipal = Exclude<Principal, 'bKey'>
+
+/** What a response must be; gets the world to look into the database. */
+type Check = (res: Response, w: World) => void | Promise<void>
+
+interface Case {
+  as: Principal
+  url: string
+  /** Sent form-encoded; callers with a session get their own valid CSRF token added. */
+  form?: Record<string, string>
+  json?: Record<string, unknown>
+  headers?: Record<string, string>
+  expect: Check
+}
+
+interface Entry {
+  /** What isolation means for this route. */
+  why: string
+  cases(w: World): Case[]
+}
+
+interface Session {
+  browser: Browser
+  csrf: string
+}
+
+interface World {
+  ctx: TestApp
+  a: Tenant
+  aSecond: Tenant
+  b: Tenant
+  aAdmin: User
+  aMember: User
+  bAdmin: User
+  bOther: User
+  sessions: Record<SessionPrincipal, Session>
+  /** A's events, fixed before the matrix runs. */
+  aEventIds: Set<number>
+  /** Idempotency-Key values A has used: B reusing one must not get A's event back. */
+  aIdempotencyKeys: string[]
+  /** Strings of A that no response to anyone else may contain (unless the caller sent them). */
+  markers: { text: string; pattern: RegExp }[]
+  /** A's rows as they must still be; taken after the fixture, moved on after each route. */
+  baseline: unknown
+}
+
+/** A registered method + URL, as the onRoute hook saw it. */
+interface RegisteredRoute {
+  method: Method
+  url: string
+  methodNotAllowed: boolean
+  /** Set by @fastify/static for each file it serves. */
+  staticFile: string | undefined
+}
+
+// ---- checks ---------------------------------------------------------------------------------------
+
+const status =
+  (...codes: number[]): Check =>
+  (res) =>
+    assert.ok(
+      codes.includes(res.statusCode),
+      `expected ${codes.join(' or ')}, got ${res.statusCode}: ${res.payload.slice(0, 300)}`,
+    )
+
+const redirect =
+  (path: string, code = 303): Check =>
+  (res) =>
+    assertRedirect(res, path, code)
+
+/** Not logged in: the UI sends the visitor to the login form. */
+const toLogin = redirect('/login')
+
+/** No CSRF secret cookie (an API key is no browser): the form is refused before any handler runs. */
+const formRefused = status(403)
+
+const allOf =
+  (...checks: Check[]): Check =>
+  async (res, w) => {
+    for (const check of checks) await check(res, w)
+  }
+
+const contains =
+  (...texts: string[]): Check =>
+  (res) => {
+    for (const text of texts) assert.ok(res.payload.includes(text), `the page shows ${text}`)
+  }
+
+/** B's own log page: only B's events, and at least one when unfiltered (so the check is not vacuous). */
+const onlyBEvents =
+  (nonEmpty: boolean): Check =>
+  (res) => {
+    assert.equal(res.statusCode, 200, res.payload.slice(0, 300))
+    const shown = shownVersions(res.payload)
+    assert.ok(
+      shown.every((v) => v.startsWith('beta-')),
+      `only B's events are shown: ${shown.join(', ')}`,
+    )
+    if (nonEmpty) assert.ok(shown.length > 0, "B's own events are shown")
+  }
+
+const csvOnlyB =
+  (nonEmpty: boolean): Check =>
+  (res, w) => {
+    assert.equal(res.statusCode, 200, res.payload.slice(0, 300))
+    assert.match(String(res.headers['content-disposition']), /^attachment; filename="shiplog-events-/)
+    const [header, ...rows] = parseCsv(res.payload)
+    assert.equal(header?.[0], 'id')
+    for (const row of rows) assert.ok(!w.aEventIds.has(Number(row[0])), `CSV row ${row[0]} is one of A's`)
+    if (nonEmpty) assert.ok(rows.length > 0, "B's own events are exported")
+  }
+
+const jsonOnlyB =
+  (nonEmpty: boolean): Check =>
+  (res, w) => {
+    assert.equal(res.statusCode, 200, res.payload.slice(0, 300))
+    const events = res.json() as { id: number }[]
+    assert.ok(Array.isArray(events))
+    for (const e of events) assert.ok(!w.aEventIds.has(e.id), `JSON event ${e.id} is one of A's`)
+    if (nonEmpty) assert.ok(events.length > 0, "B's own events are exported")
+  }
+
+/** An event recorded with B's key lands in B, under B's key, whatever the body claims. */
+const recordedInB: Check = async (res, w) => {
+  assert.equal(res.statusCode, 201, `B's key records in B (not a replay of A's): ${res.payload}`)
+  assert.equal(res.headers['idempotent-replayed'], undefined)
+  const body = res.json() as { id: number; api_key_name: string }
+  assert.equal(body.api_key_name, 'beta-ci')
+  const row = await w.ctx.database.db
+    .selectFrom('events')
+    .select(['account_id', 'api_key_id'])
+    .where('id', '=', body.id)
+    .executeTakeFirstOrThrow()
+  assert.equal(row.account_id, w.b.account.id)
+  assert.equal(row.api_key_id, w.b.keyId)
+}
+
+/** Pages carry a fresh CSRF token each time; everything else must be byte for byte the same. */
+function withoutTokens(html: string): string {
+  return html.replace(/name="_csrf" value="[^"]*"/g, 'name="_csrf" value=""')
+}
+
+/**
+ * 404, and the very page a made-up id gets: B cannot even tell that A's id exists.
+ */
+const notFoundLikeMissing =
+  (missingUrl: string, form: Record<string, string>): Check =>
+  async (res, w) => {
+    status(404)(res, w)
+    const reference = await send(w, 'POST', { as: 'bAdmin', url: missingUrl, form, expect: () => {} })
+    assert.equal(reference.statusCode, 404)
+    assert.equal(withoutTokens(res.payload), withoutTokens(reference.payload), 'same answer as a missing id')
+  }
+
+// ---- sending --------------------------------------------------------------------------------------
+
+async function send(w: World, method: Method, c: Case): Promise<Response> {
+  const headers: Record<string, string> = { ...c.headers }
+  let payload: string | undefined
+  if (c.as === 'bKey') headers['x-api-key'] = w.b.key
+  else {
+    const cookie = w.sessions[c.as].browser.cookieHeader()
+    if (cookie) headers.cookie = cookie
+  }
+  if (c.json) {
+    headers['content-type'] = 'application/json'
+    payload = JSON.stringify(c.json)
+  } else if (c.form) {
+    // A browser caller's form carries its own valid token, so what refuses it is authorisation,
+    // not the CSRF check (test/ui/csrf.test.ts covers that one).
+    const form = { ...c.form }
+    if (c.as !== 'bKey') form._csrf = w.sessions[c.as].csrf
+    headers['content-type'] = 'application/x-www-form-urlencoded'
+    payload = new URLSearchParams(form).toString()
+  }
+  // Cookies the responses set are not kept: each caller keeps the credentials it started with.
+  return w.ctx.app.inject({
+    method: method as HTTPMethods,
+    url: c.url,
+    headers,
+    ...(payload === undefined ? {} : { payload }),
+  })
+}
+
+/** What the caller itself sent, to tell an echo of its own input from a leak. */
+function requestText(c: Case): string {
+  return [c.url, JSON.stringify(c.form ?? {}), JSON.stringify(c.json ?? {}), JSON.stringify(c.headers ?? {})]
+    .join(' ')
+    .toLowerCase()
+}
+
+/**
+ * Checks every response makes, whatever the route: nothing of A shown to anyone outside A, and no
+ * session handed out.
+ */
+function assertNothingOfA(w: World, c: Case, res: Response): void {
+  const sent = requestText(c)
+  const text = `${res.payload}\n${JSON.stringify(res.headers)}`
+  // A's own member may of course see A's data; what is checked for them is the status.
+  if (c.as !== 'aMember') {
+    for (const marker of w.markers) {
+      if (sent.includes(marker.text.toLowerCase())) continue
+      const found = marker.pattern.exec(text)
+      assert.ok(
+        !found,
+        `the response shows A's ${marker.text}: …${text.slice(Math.max(0, (found?.index ?? 0) - 80), (found?.index ?? 0) + 80)}…`,
+      )
+    }
+  }
+  for (const cookie of setCookies(res)) {
+    if (cookie.name === 'shiplog_session') assert.equal(cookie.value, '', 'no case may log anyone in')
+  }
+}
+
+// ---- the fixture ----------------------------------------------------------------------------------
+
+async function snapshotOfA(w: Pick<World, 'ctx' | 'a'>): Promise<unknown> {
+  const { db } = w.ctx.database
+  const accountId = w.a.account.id
+  return {
+    // All of them: set-up must not be able to add an account either.
+    accounts: await db.selectFrom('accounts').selectAll().orderBy('id').execute(),
+    users: await db
+      .selectFrom('users')
+      .selectAll()
+      .where('account_id', '=', accountId)
+      .orderBy('id')
+      .execute(),
+    // last_used_at is left out: A's own requests in the fixture are recorded a few seconds later.
+    keys: await db
+      .selectFrom('api_keys')
+      .select(['id', 'account_id', 'name', 'prefix', 'digest', 'created_at', 'created_by', 'revoked_at'])
+      .where('account_id', '=', accountId)
+      .orderBy('id')
+      .execute(),
+    events: await db
+      .selectFrom('events')
+      .selectAll()
+      .where('account_id', '=', accountId)
+      .orderBy('id')
+      .execute(),
+    idempotency: await db
+      .selectFrom('idempotency_keys')
+      .selectAll()
+      .where('account_id', '=', accountId)
+      .orderBy('idem_key')
+      .execute(),
+    sessions: await db
+      .selectFrom('sessions')
+      .innerJoin('users', 'users.id', 'sessions.user_id')
+      .select(['sessions.id', 'sessions.user_id', 'sessions.expires_at'])
+      .where('users.account_id', '=', accountId)
+      .orderBy('sessions.id')
+      .execute(),
+  }
+}
+
+function escapeRegExp(text: string): string {
+  return text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')
+}
+
+const world = sharedFixture(async (cleanup) => {
+  // Listen for routes from the moment the Fastify instance exists, before any plugin registers one.
+  const routes: RegisteredRoute[] = []
+  const onInit = (message: unknown) => {
+    const { fastify } = message as { fastify: FastifyInstance }
+    fastify.addHook('onRoute', (options) => {
+      // Copied at once: Fastify reuses the options object for the HEAD twin of a GET route.
+      const config = (options.config ?? {}) as { methodNotAllowed?: boolean; file?: string }
+      const methods = Array.isArray(options.method) ? options.method : [options.method]
+      for (const method of methods) {
+        routes.push({
+          method: method as Method,
+          url: options.url,
+          methodNotAllowed: config.methodNotAllowed === true,
+          staticFile: config.file,
+        })
+      }
+    })
+  }
+  subscribe('fastify.initialization', onInit)
+  let ctx: TestApp
+  try {
+    ctx = await buildTestApp(cleanup)
+  } finally {
+    unsubscribe('fastify.initialization', onInit)
+  }
+  const db = ctx.database.db
+
+  const a = ctx.tenant
+  const aSecond = await ctx.addTenant('Acme', 'acme-secret-pipeline')
+  const b = await ctx.addTenant('Beta Corp', 'beta-ci')
+  const aAdmin = await createUserIn(ctx.database, a.account.id, 'alice@acme.example', {
+    password: A_PASSWORD,
+  })
+  const aMember = await createUserIn(ctx.database, a.account.id, 'arnold@acme.example', {
+    role: 'member',
+    password: A_PASSWORD,
+  })
+  const bAdmin = await createUserIn(ctx.database, b.account.id, 'bob@beta.example')
+  const bOther = await createUserIn(ctx.database, b.account.id, 'bea@beta.example')
+
+  await insertEvents(
+    ctx.database,
+    a.account.id,
+    Array.from({ length: 30 }, (_, i) => ({
+      // Same service name in both accounts, so a filter cannot tell them apart by name alone.
+      service: i % 2 ? 'shared-name' : 'acme-only',
+      version: `acme-${i}`,
+      url: `https://ci.example/${HIDDEN}/${i}`,
+      commit_sha: `${HIDDEN}-commit`,
+      description: `release notes ${HIDDEN}`,
+      deployer: `${HIDDEN}-deployer`,
+      api_key_name: 'acme-secret-pipeline',
+    })),
+  )
+  await insertEvents(
+    ctx.database,
+    b.account.id,
+    Array.from({ length: 5 }, (_, i) => ({
+      service: 'shared-name',
+      version: `beta-${i}`,
+      api_key_name: 'beta-ci',
+    })),
+  )
+  const aIdempotencyKeys = ['acme-release-1', 'acme-release-2', 'acme-release-3']
+  for (const [i, key] of aIdempotencyKeys.entries()) {
+    const res = await ctx.app.inject({
+      method: 'POST',
+      url: '/deploy',
+      headers: { 'x-api-key': a.key, 'content-type': 'application/json', 'idempotency-key': key },
+      payload: JSON.stringify({
+        service: 'acme-only',
+        environment: 'prod',
+        version: `acme-idem-${i}`,
+        status: 'Deployed',
+        description: `idempotent ${HIDDEN}`,
+      }),
+    })
+    assert.equal(res.statusCode, 201)
+  }
+
+  const sessionOf = async (browser: Browser, page: string): Promise<Session> => ({
+    browser,
+    csrf: await browser.csrf(page),
+  })
+  const sessions: Record<SessionPrincipal, Session> = {
+    anonymous: await sessionOf(new Browser(ctx.app), '/login'),
+    bAdmin: await sessionOf(await login(ctx.app, bAdmin.email), '/settings/'),
+    bOther: await sessionOf(await login(ctx.app, bOther.email), '/settings/'),
+    aMember: await sessionOf(await login(ctx.app, aMember.email, A_PASSWORD), '/settings/'),
+  }
+
+  const aKeys = await db.selectFrom('api_keys').selectAll().where('account_id', '=', a.account.id).execute()
+  const aEventRows = await db
+    .selectFrom('events')
+    .select('id')
+    .where('account_id', '=', a.account.id)
+    .execute()
+  const markers: World['markers'] = [
+    ...[HIDDEN, 'acme-secret-pipeline', 'acme-only', aAdmin.email, aMember.email].map((text) => ({
+      text,
+      pattern: new RegExp(escapeRegExp(text), 'i'),
+    })),
+    // Short, so matched by case and as a word, lest a random token contain it.
+    { text: 'Acme', pattern: /\bAcme\b/ },
+    ...[a.key, aSecond.key, aAdmin.password_hash, aMember.password_hash].map((text) => ({
+      text,
+      pattern: new RegExp(escapeRegExp(text)),
+    })),
+    ...aKeys
+      .flatMap((k) => [k.prefix, k.digest])
+      .map((text) => ({ text, pattern: new RegExp(escapeRegExp(text)) })),
+  ]
+  const w: World = {
+    ctx,
+    a,
+    aSecond,
+    b,
+    aAdmin,
+    aMember,
+    bAdmin,
+    bOther,
+    sessions,
+    aEventIds: new Set(aEventRows.map((r) => r.id)),
+    aIdempotencyKeys,
+    markers,
+    baseline: await snapshotOfA({ ctx, a }),
+  }
+  return { w, routes }
+})
+
+// ---- the matrix -----------------------------------------------------------------------------------
+
+/** The same request from each of several callers, with one expectation each. */
+function from(expectations: Partial<Record<Principal, Check>>, request: Omit<Case, 'as' | 'expect'>): Case[] {
+  const pairs = Object.entries(expectations) as [Principal, Check | undefined][]
+  return pairs.flatMap(([as, expect]) => (expect ? [{ ...request, as, expect }] : []))
+}
+
+/** Callers with no session at all: the UI refuses them before looking at anything. */
+const outsiders = (form: boolean) => ({ anonymous: toLogin, bKey: form ? formRefused : toLogin })
+
+const logQueries = (w: World) => [
+  '/logs/',
+  '/logs/?service=shared-name',
+  '/logs/?service=acme-only',
+  '/logs/?version=acme',
+  '/logs/?status=Deployed&environment=prod',
+  `/logs/?account=${w.a.account.id}&account_id=${w.a.account.id}&accountId=${w.a.account.id}`,
+  `/logs/?before=${Math.max(...w.aEventIds) + 1}`,
+  `/logs/?after=${Math.min(...w.aEventIds) - 1}`,
+  '/logs/?after=0&limit=500',
+  '/logs/?from=2000-01-01&to=2100-01-01',
+]
+
+const exportEntry = (format: 'csv' | 'json'): Entry => ({
+  why: "B's download holds B's events only, whatever the filter; nobody else gets one",
+  cases: (w) =>
+    [
+      '',
+      '?service=shared-name',
+      '?service=acme-only',
+      '?version=acme',
+      `?account_id=${w.a.account.id}&accountId=${w.a.account.id}`,
+      '?from=2000-01-01&to=2100-01-01',
+    ].flatMap((query) => {
+      const onlyB = format === 'csv' ? csvOnlyB : jsonOnlyB
+      const nonEmpty = query === '' || query.includes('shared-name') || query.includes('account')
+      return from({ ...outsiders(false), bAdmin: onlyB(nonEmpty) }, { url: `/logs/export.${format}${query}` })
+    }),
+})
+
+const PUBLIC_REASON = 'public: the same fixed answer for everyone, holding no account data'
+
+const MATRIX: Record<string, Entry> = {
+  'GET /healthz': {
+    why: `${PUBLIC_REASON} (liveness probe)`,
+    cases: () =>
+      from({ anonymous: status(200), bKey: status(200), bAdmin: status(200) }, { url: '/healthz' }),
+  },
+  'GET /readyz': {
+    why: `${PUBLIC_REASON} (readiness probe: the database dialect only)`,
+    cases: () => from({ anonymous: status(200), bKey: status(200), bAdmin: status(200) }, { url: '/readyz' }),
+  },
+
+  'GET /put': {
+    why: 'only an API key records, into its own account; a session cookie is no key',
+    cases: (w) =>
+      from(
+        { anonymous: status(401), bAdmin: status(401), aMember: status(401), bKey: recordedInB },
+        {
+          url: '/put?app=shared-name&env=prod&version=beta-put-get&status=Deployed&account_id=1&account=Acme',
+          headers: { 'idempotency-key': w.aIdempotencyKeys[0] ?? '' },
+        },
+      ),
+  },
+  'POST /put': {
+    why: "B's key records into B even when the body names A and reuses A's Idempotency-Key",
+    cases: (w) =>
+      from(
+        { anonymous: status(401), bAdmin: status(401), aMember: status(401), bKey: recordedInB },
+        {
+          url: '/put',
+          headers: { 'idempotency-key': w.aIdempotencyKeys[1] ?? '' },
+          json: {
+            app: 'shared-name',
+            env: 'prod',
+            version: 'beta-put-post',
+            status: 'Deployed',
+            account_id: w.a.account.id,
+            account: 'Acme',
+            api_key_id: w.a.keyId,
+          },
+        },
+      ),
+  },
+  'POST /deploy': {
+    why: "B's key records into B even when the body names A's key and reuses A's Idempotency-Key",
+    cases: (w) =>
+      from(
+        { anonymous: status(401), bAdmin: status(401), aMember: status(401), bKey: recordedInB },
+        {
+          url: '/deploy',
+          headers: { 'idempotency-key': w.aIdempotencyKeys[2] ?? '' },
+          json: {
+            service: 'shared-name',
+            environment: 'prod',
+            version: 'beta-deploy',
+            status: 'Deployed',
+            accountId: w.a.account.id,
+            api_key_name: 'acme-secret-pipeline',
+            api_key_id: w.aSecond.keyId,
+          },
+        },
+      ),
+  },
+
+  'GET /': {
+    why: 'a redirect only',
+    cases: () =>
+      from(
+        { anonymous: redirect('/logs/'), bKey: redirect('/logs/'), bAdmin: redirect('/logs/') },
+        { url: '/' },
+      ),
+  },
+  'GET /setup': {
+    why: 'closed once any user exists; shows nothing',
+    cases: () => from({ ...outsiders(false), bAdmin: redirect('/logs/') }, { url: '/setup' }),
+  },
+  'POST /setup': {
+    why: 'closed once any user exists: nobody can add an account, an admin, or join A',
+    cases: (w) =>
+      from(
+        {
+          anonymous: toLogin,
+          bKey: formRefused,
+          bAdmin: toLogin,
+          aMember: toLogin,
+        },
+        {
+          url: '/setup',
+          form: {
+            account: 'Acme',
+            email: 'mallory@beta.example',
+            password: B_NEW_PASSWORD,
+            confirm: B_NEW_PASSWORD,
+          },
+        },
+      ).map((c) => ({
+        ...c,
+        expect: allOf(c.expect, async () => {
+          const row = await w.ctx.database.db
+            .selectFrom('users')
+            .select('id')
+            .where('email', '=', 'mallory@beta.example')
+            .executeTakeFirst()
+          assert.equal(row, undefined, 'set-up created no user')
+        }),
+      })),
+  },
+  'GET /login': {
+    why: 'the public login form, the same for everyone; logged-in users move on to their own log',
+    cases: () => [
+      ...from({ anonymous: status(200), bKey: status(200), bAdmin: redirect('/logs/') }, { url: '/login' }),
+      ...from({ anonymous: status(200) }, { url: '/login?next=%2Fsettings%2F' }),
+    ],
+  },
+  'POST /login': {
+    why: "B's password does not open A's users, with or without B's session",
+    cases: (w) => [
+      ...from(
+        { anonymous: status(401), bAdmin: status(401), bKey: formRefused },
+        { url: '/login', form: { email: w.aAdmin.email, password: PASSWORD } },
+      ),
+      ...from(
+        { anonymous: status(401) },
+        { url: '/login', form: { email: ` ${w.aMember.email.toUpperCase()} `, password: PASSWORD } },
+      ),
+      ...from({ bAdmin: status(401) }, { url: '/login', form: { email: w.aMember.email, password: '' } }),
+    ],
+  },
+  'GET /logout': {
+    why: "the logout button for one's own session",
+    cases: () =>
+      from(
+        { ...outsiders(false), bAdmin: allOf(status(200), contains('bob@beta.example')) },
+        { url: '/logout' },
+      ),
+  },
+  'POST /logout': {
+    why: "ends the caller's own session only, whatever the form names",
+    cases: (w) =>
+      from(
+        {
+          anonymous: redirect('/login'),
+          bKey: formRefused,
+          bOther: allOf(redirect('/login'), async () => {
+            const left = await w.ctx.database.db
+              .selectFrom('sessions')
+              .select('id')
+              .where('user_id', '=', w.bOther.id)
+              .execute()
+            assert.deepEqual(left, [], "B's other admin is logged out")
+          }),
+        },
+        { url: '/logout', form: { user: String(w.aMember.id), userId: String(w.aMember.id) } },
+      ),
+  },
+  'GET /account/password': {
+    why: "the caller's own password form, whatever the query names",
+    cases: (w) =>
+      from({ ...outsiders(false), bAdmin: status(200) }, { url: `/account/password?user=${w.aAdmin.id}` }),
+  },
+  'POST /account/password': {
+    why: "changes the caller's own password only, even when the form names one of A's users",
+    cases: (w) => {
+      const smuggled = { user: String(w.aAdmin.id), userId: String(w.aAdmin.id), id: String(w.aAdmin.id) }
+      const wrong = { ...smuggled, current: A_PASSWORD, password: B_NEW_PASSWORD, confirm: B_NEW_PASSWORD }
+      const right = { ...smuggled, current: PASSWORD, password: B_NEW_PASSWORD, confirm: B_NEW_PASSWORD }
+      return [
+        ...from({ ...outsiders(true) }, { url: '/account/password', form: right }),
+        // A's password is not B's current password, even with A's user named.
+        ...from({ bAdmin: status(422) }, { url: '/account/password', form: wrong }),
+        ...from(
+          {
+            bAdmin: allOf(redirect('/logs/'), async () => {
+              const bob = await userRow(w.ctx.database, w.bAdmin.id)
+              assert.notEqual(bob?.password_hash, w.bAdmin.password_hash, "B's own password changed")
+            }),
+          },
+          { url: '/account/password', form: right },
+        ),
+      ]
+    },
+  },
+
+  'GET /logs': {
+    why: 'a redirect to /logs/ keeping the query; reads nothing',
+    cases: () =>
+      from(
+        {
+          anonymous: redirect('/logs/', 301),
+          bKey: redirect('/logs/', 301),
+          bAdmin: redirect('/logs/', 301),
+        },
+        { url: '/logs?service=acme-only' },
+      ),
+  },
+  'GET /logs/': {
+    why: "B's log shows B's events only, whatever the filter or cursor; nobody else sees one",
+    cases: (w) =>
+      logQueries(w).flatMap((url) =>
+        from(
+          {
+            ...outsiders(false),
+            bAdmin: onlyBEvents(url === '/logs/' || url.includes('shared-name') || url.includes('account')),
+          },
+          { url },
+        ),
+      ),
+  },
+  'GET /logs/export.csv': exportEntry('csv'),
+  'GET /logs/export.json': exportEntry('json'),
+
+  'GET /settings': {
+    why: 'a redirect only',
+    cases: () =>
+      from(
+        {
+          anonymous: redirect('/settings/', 301),
+          bKey: redirect('/settings/', 301),
+          bAdmin: redirect('/settings/', 301),
+        },
+        { url: '/settings' },
+      ),
+  },
+  'GET /settings/': {
+    why: "B's settings list B's keys and users only, whatever the query",
+    cases: (w) =>
+      [
+        '/settings/',
+        `/settings/?account=${w.a.account.id}&account_id=${w.a.account.id}`,
+        '/settings/?done=revoked',
+      ].flatMap((url) =>
+        from(
+          {
+            ...outsiders(false),
+            bAdmin: allOf(status(200), contains('<td>beta-ci</td>', 'bob@beta.example')),
+          },
+          { url },
+        ),
+      ),
+  },
+  'POST /settings/keys': {
+    why: "admins only; the new key belongs to the creator's account whatever the form names",
+    cases: (w) => [
+      ...from(
+        { ...outsiders(true), aMember: status(403) },
+        { url: '/settings/keys', form: { name: 'member-made' } },
+      ),
+      ...from(
+        {
+          bAdmin: allOf(status(201), async () => {
+            const row = await w.ctx.database.db
+              .selectFrom('api_keys')
+              .select(['account_id', 'created_by'])
+              .where('name', '=', 'beta-made')
+              .executeTakeFirstOrThrow()
+            assert.equal(row.account_id, w.b.account.id)
+            assert.equal(row.created_by, 'bob@beta.example')
+          }),
+        },
+        {
+          url: '/settings/keys',
+          form: {
+            name: 'beta-made',
+            account: String(w.a.account.id),
+            account_id: String(w.a.account.id),
+            accountId: String(w.a.account.id),
+          },
+        },
+      ),
+    ],
+  },
+  'POST /settings/keys/:id/revoke': {
+    why: "A's keys cannot be revoked by B (404, like a missing id) nor by A's member (403)",
+    cases: (w) => {
+      const missing = '/settings/keys/999999999/revoke'
+      return [
+        ...[w.a.keyId, w.aSecond.keyId].flatMap((id) =>
+          from(
+            { ...outsiders(true), aMember: status(403) },
+            { url: `/settings/keys/${id}/revoke`, form: {} },
+          ),
+        ),
+        ...[`${w.a.keyId}`, `${w.aSecond.keyId}`, `000${w.a.keyId}`].flatMap((id) =>
+          from(
+            { bAdmin: notFoundLikeMissing(missing, {}) },
+            { url: `/settings/keys/${id}/revoke`, form: {} },
+          ),
+        ),
+      ]
+    },
+  },
+  'POST /settings/users': {
+    why: "admins only; B cannot take over, reset or move A's users by adding their address",
+    cases: (w) => [
+      ...from(
+        { ...outsiders(true), aMember: status(403) },
+        { url: '/settings/users', form: { email: 'member-made@acme.example', role: 'admin' } },
+      ),
+      // Emails are unique across the installation (login asks for the address only), so B learns
+      // that the address is taken, and nothing more: A's user stays exactly as it was.
+      ...from(
+        { bAdmin: status(409) },
+        { url: '/settings/users', form: { email: w.aAdmin.email, role: 'admin' } },
+      ),
+      ...from(
+        { bAdmin: status(409) },
+        { url: '/settings/users', form: { email: ` ${w.aMember.email.toUpperCase()} `, role: 'admin' } },
+      ),
+      ...from(
+        {
+          bAdmin: allOf(status(201), async () => {
+            const row = await w.ctx.database.db
+              .selectFrom('users')
+              .select('account_id')
+              .where('email', '=', 'newbie@beta.example')
+              .executeTakeFirstOrThrow()
+            assert.equal(row.account_id, w.b.account.id)
+          }),
+        },
+        {
+          url: '/settings/users',
+          form: { email: 'newbie@beta.example', role: 'member', account_id: String(w.a.account.id) },
+        },
+      ),
+    ],
+  },
+  'POST /settings/users/:id/role': {
+    why: "A's users' roles cannot be changed by B (404, like a missing id) nor by A's member (403)",
+    cases: (w) => {
+      const missing = '/settings/users/999999999/role'
+      return [
+        ...from(
+          { ...outsiders(true), aMember: status(403) },
+          { url: `/settings/users/${w.aMember.id}/role`, form: { role: 'admin' } },
+        ),
+        ...from(
+          { aMember: status(403) },
+          { url: `/settings/users/${w.aAdmin.id}/role`, form: { role: 'member' } },
+        ),
+        ...(
+          [
+            [w.aMember.id, 'admin'],
+            [w.aAdmin.id, 'member'],
+          ] as const
+        ).flatMap(([id, role]) =>
+          from(
+            { bAdmin: notFoundLikeMissing(missing, { role }) },
+            { url: `/settings/users/${id}/role`, form: { role } },
+          ),
+        ),
+      ]
+    },
+  },
+  'POST /settings/users/:id/remove': {
+    why: "A's users cannot be removed by B (404, like a missing id) nor by A's member (403)",
+    cases: (w) => {
+      const missing = '/settings/users/999999999/remove'
+      return [
+        ...from(
+          { ...outsiders(true), aMember: status(403) },
+          { url: `/settings/users/${w.aAdmin.id}/remove`, form: {} },
+        ),
+        ...[w.aMember.id, w.aAdmin.id].flatMap((id) =>
+          from(
+            { bAdmin: notFoundLikeMissing(missing, {}) },
+            { url: `/settings/users/${id}/remove`, form: {} },
+          ),
+        ),
+      ]
+    },
+  },
+}
+
+// ---- rules for the routes Fastify and plugins add ------------------------------------------------
+
+const STATIC_REASON = 'public: @fastify/static files, the same bytes for everyone'
+
+type Plan = { kind: 'explicit' | 'head-twin' | 'method-not-allowed' | 'static'; why: string; cases: Case[] }
+
+const routeKey = (r: { method: string; url: string }) => `${r.method} ${r.url}`
+
+/** The cases for one registered route, or why it has none (then the coverage test fails). */
+function planFor(w: World, route: RegisteredRoute, explicitPaths: Set<string>): Plan | string {
+  const key = routeKey(route)
+  const entry = MATRIX[key]
+  if (entry) return { kind: 'explicit', why: entry.why, cases: entry.cases(w) }
+  if (route.methodNotAllowed) {
+    // The shared 405 answer (src/http/problem.ts); it must belong to a path the matrix knows, and
+    // is called here, so a real handler flagged this way would fail the 405 expectation.
+    if (!explicitPaths.has(route.url)) return `${key}: 405 route of a path with no matrix entry`
+    const expect = route.method === 'OPTIONS' ? status(204) : status(405)
+    return {
+      kind: 'method-not-allowed',
+      why: 'wrong method: 405 (or 204 for OPTIONS) before any authentication, for everyone',
+      cases: from({ anonymous: expect, bKey: expect, bAdmin: expect, aMember: expect }, { url: route.url }),
+    }
+  }
+  if (route.staticFile !== undefined && route.url.startsWith('/static/')) {
+    return {
+      kind: 'static',
+      why: STATIC_REASON,
+      cases: from({ anonymous: status(200), bKey: status(200), bAdmin: status(200) }, { url: route.url }),
+    }
+  }
+  const get = MATRIX[`GET ${route.url}`]
+  if (route.method === 'HEAD' && get) {
+    return {
+      kind: 'head-twin',
+      why: `HEAD twin of GET ${route.url}: same status, no body`,
+      cases: get.cases(w),
+    }
+  }
+  return `${key}: no isolation case in the matrix`
+}
+
+test('every registered method and URL has an isolation case, and every case a route', async (t) => {
+  const { w, routes } = await world()
+  assert.ok(routes.length > 20, `the onRoute hook saw the routes (${routes.length})`)
+  const registered = new Set(routes.map(routeKey))
+  const explicitPaths = new Set(Object.keys(MATRIX).map((k) => k.slice(k.indexOf(' ') + 1)))
+  const missing = routes.map((r) => planFor(w, r, explicitPaths)).filter((p) => typeof p === 'string')
+  assert.deepEqual(missing, [], 'add an entry to MATRIX in test/ui/isolation-matrix.test.ts')
+  const stale = Object.keys(MATRIX).filter((k) => !registered.has(k))
+  assert.deepEqual(stale, [], 'matrix entries for routes that no longer exist')
+  for (const r of routes) assert.ok(METHODS.includes(r.method), `known method ${r.method}`)
+  t.diagnostic(
+    `${registered.size} registered method+URL pairs, ${Object.keys(MATRIX).length} explicit entries`,
+  )
+})
+
+test("every route as B's admin, A's member, anonymous and B's key: refused or confined to B", async (t) => {
+  const { w, routes } = await world()
+  const explicitPaths = new Set(Object.keys(MATRIX).map((k) => k.slice(k.indexOf(' ') + 1)))
+  // Session-ending cases last, so no other case runs with a session that has just ended.
+  const ordered = [...routes].sort(
+    (x, y) =>
+      Number(x.url === '/logout' && x.method === 'POST') - Number(y.url === '/logout' && y.method === 'POST'),
+  )
+  let caseCount = 0
+  const kinds = new Map<string, number>()
+  for (const route of ordered) {
+    const plan = planFor(w, route, explicitPaths)
+    if (typeof plan === 'string') continue // reported by the coverage test
+    kinds.set(plan.kind, (kinds.get(plan.kind) ?? 0) + 1)
+    await t.test(`${routeKey(route)} — ${plan.why}`, async () => {
+      for (const c of plan.cases) {
+        const label = `${route.method} ${c.url} as ${c.as}`
+        assert.ok(!requestText(c).includes(HIDDEN), `${label}: the request itself holds no hidden marker`)
+        if (plan.kind === 'head-twin') {
+          const get = await send(w, 'GET', c)
+          const head = await send(w, 'HEAD', c)
+          assert.equal(head.statusCode, get.statusCode, `${label}: same status as GET`)
+          // (Only a GET's address is kept as ?next= for after the login, hence the path alone.)
+          const path = (r: Response) => String(r.headers.location ?? '').split('?')[0]
+          assert.equal(path(head), path(get), `${label}: same redirect as GET`)
+          assert.equal(head.payload, '', `${label}: no body`)
+          assertNothingOfA(w, c, head)
+          caseCount++
+          continue
+        }
+        const res = await send(w, route.method, c)
+        try {
+          await c.expect(res, w)
+          assertNothingOfA(w, c, res)
+          if (plan.kind === 'method-not-allowed') assert.ok(res.headers.allow, 'names the allowed methods')
+          if (plan.kind === 'static' && route.method === 'GET' && route.staticFile !== undefined) {
+            const file = readFileSync(new URL(`../../public${route.staticFile}`, import.meta.url))
+            assert.deepEqual(res.rawPayload, file, 'the file itself, nothing else')
+          }
+        } catch (err) {
+          ;(err as Error).message = `${label}: ${(err as Error).message}`
+          throw err
+        }
+        caseCount++
+      }
+      assert.deepEqual(
+        await snapshotOfA(w),
+        w.baseline,
+        "A's accounts, users, keys, events and sessions unchanged",
+      )
+    })
+  }
+  t.diagnostic(
+    `routes: ${routes.length} method+URL pairs (${[...kinds].map(([k, n]) => `${n} ${k}`).join(', ')})`,
+  )
+  t.diagnostic(`cases: ${caseCount} requests`)
+})
+
+test("afterwards A's keys still record, A's users still log in with their password and read A's log", async () => {
+  const { w } = await world()
+  for (const key of [w.a.key, w.aSecond.key]) {
+    const res = await deploy(w.ctx.app, key, {
+      service: 'acme-after',
+      environment: 'prod',
+      version: '1',
+      status: 'Deployed',
+    })
+    assert.equal(res.status, 201, "A's key is still valid")
+  }
+  const member = w.sessions.aMember.browser
+  const log = await member.get('/logs/?service=acme-only')
+  assert.equal(log.statusCode, 200, "A's member is still logged in")
+  assert.ok(
+    shownVersions(log.payload).some((v) => v.startsWith('acme-')),
+    "A's member sees A's events",
+  )
+  const alice = await login(w.ctx.app, w.aAdmin.email, A_PASSWORD)
+  const settings = await alice.get('/settings/')
+  assert.equal(settings.statusCode, 200)
+  assert.match(settings.payload, /acme-secret-pipeline/)
+  assert.doesNotMatch(settings.payload, /beta-made|newbie@beta/, "B's own changes stayed in B")
+})
