@@ -11,6 +11,7 @@ COPY package.json package-lock.json ./
 # binding is compiled explicitly right after.
 RUN npm ci --ignore-scripts && npm rebuild better-sqlite3
 COPY tsconfig.json tsconfig.build.json ./
+COPY scripts/bundle.mjs ./scripts/
 COPY src ./src
 RUN npm run build && npm prune --omit=dev --ignore-scripts
 

@@ -60,6 +60,7 @@ import { killAllChildren, runNode, startServer } from './lib/children.mjs'
 import { runLoad } from './lib/load.mjs'
 import { benchReads, countLabel, exportLimitSeconds, seedLimitSeconds } from './lib/reads.mjs'
 import { num, renderTable, summariseLog } from './lib/report.mjs'
+import { benchInstall, benchStartup } from './lib/startup.mjs'
 
 const root = fileURLToPath(new URL('..', import.meta.url))
 const shiplogBin = join(root, 'bin', 'shiplog.js')
@@ -74,9 +75,11 @@ const pgServerUrl = process.env.BENCH_PG_URL ?? 'postgres://postgres@127.0.0.1:5
 const skipPg = process.env.BENCH_SKIP_PG === '1' || process.env.BENCH_SKIP_PG === 'true'
 const skipSqlite = process.env.BENCH_SKIP_SQLITE === '1' || process.env.BENCH_SKIP_SQLITE === 'true'
 const serverLogLevel = process.env.BENCH_LOG_LEVEL ?? 'warn'
-const PARTS = /** @type {const} */ (['ingest', 'export', 'pages'])
+const PARTS = /** @type {const} */ (['ingest', 'export', 'pages', 'startup', 'install'])
+// The install part compiles better-sqlite3 from source (minutes): left out of the quick run.
+const DEFAULT_PARTS = quick ? PARTS.filter((p) => p !== 'install') : PARTS
 const parts = new Set(
-  (process.env.BENCH_ONLY ?? PARTS.join(','))
+  (process.env.BENCH_ONLY ?? DEFAULT_PARTS.join(','))
     .split(',')
     .map((p) => p.trim())
     .filter(Boolean),
@@ -92,6 +95,7 @@ const exportSizes = parts.has('export')
   : []
 const pagesSize = parts.has('pages') ? positive('BENCH_PAGES_ROWS', quick ? 20_000 : 1_000_000) : null
 const pageRequests = positive('BENCH_PAGE_REQUESTS', quick ? 10 : 50)
+const startupRuns = positive('BENCH_STARTUP_RUNS', quick ? 3 : 11)
 const pageCaseSeconds = positive('BENCH_PAGE_SECONDS', quick ? 10 : 30)
 /** @type {Array<'sqlite' | 'postgres'>} */
 const readDialects = [
@@ -179,6 +183,8 @@ for (const signal of /** @type {const} */ (['SIGINT', 'SIGTERM'])) {
 function limitFor() {
   let seconds = 120
   if (parts.has('ingest')) seconds += 6 * (warmupSeconds + measureSeconds + 30)
+  if (parts.has('startup')) seconds += 60 + 2 * startupRuns * 10
+  if (parts.has('install')) seconds += 900
   const sizes = new Set([...exportSizes, ...(pagesSize === null ? [] : [pagesSize])])
   for (const n of sizes) {
     let perDialect = 60 + seedLimitSeconds(n)
@@ -488,6 +494,10 @@ console.error(
 
 /** @type {Awaited<ReturnType<typeof benchReads>> | null} */
 let reads = null
+/** @type {Awaited<ReturnType<typeof benchStartup>>} */
+const startupRows = []
+/** @type {Awaited<ReturnType<typeof benchInstall>> | null} */
+let installRow = null
 /** @type {Record<string, number>} wall-clock seconds of each part */
 const partSeconds = {}
 try {
@@ -541,9 +551,25 @@ try {
       settleMs: quick ? 300 : 1000,
     })
     Object.assign(serverLogs, reads.serverLogs)
-    partSeconds[[...parts].filter((p) => p !== 'ingest').join('+')] = Math.round(
+    partSeconds[[...parts].filter((p) => p === 'export' || p === 'pages').join('+')] = Math.round(
       (Date.now() - readsStarted) / 1000,
     )
+  }
+  if (parts.has('startup')) {
+    const startupStarted = Date.now()
+    console.error(`startup: ${startupRuns} starts of the compiled server per database`)
+    const targets = []
+    if (!skipSqlite)
+      targets.push({ dialect: 'sqlite', databaseUrl: `sqlite:${join(runDir, 'startup', 'shiplog.db')}` })
+    if (!skipPg) targets.push({ dialect: 'postgres', databaseUrl: (await postgresStore()).databaseUrl })
+    startupRows.push(...(await benchStartup({ root, shiplogBin, targets, runs: startupRuns })))
+    partSeconds.startup = Math.round((Date.now() - startupStarted) / 1000)
+  }
+  if (parts.has('install')) {
+    const installStarted = Date.now()
+    console.error('install: a fresh copy of the tree, npm ci (warm npm cache), npm start, first answer')
+    installRow = await benchInstall({ root, runDir })
+    partSeconds.install = Math.round((Date.now() - installStarted) / 1000)
   }
 } finally {
   await cleanUp()
@@ -580,6 +606,23 @@ const tableRows = rows.map((r) => {
 const problems = [
   ...rows.flatMap((r) => r.problems.map((p) => `${r.scenario}: ${p}`)),
   ...(reads?.problems ?? []),
+  ...startupRows.flatMap((r) => r.problems.map((p) => `${r.scenario}: ${p}`)),
+  ...(installRow?.problems ?? []).map((p) => `${installRow?.scenario}: ${p}`),
+]
+const startupHeader = ['scenario', 'runs', 'min ms', 'median ms', 'max ms']
+const startupTable = [
+  ...startupRows.map((r) => [r.scenario, num(r.runs), num(r.min), num(r.median), num(r.max)]),
+  ...(installRow
+    ? [
+        [
+          installRow.scenario,
+          '1',
+          `npm ci ${num(installRow.ciSeconds, 1)} s`,
+          `start ${num(installRow.startSeconds, 1)} s`,
+          `total ${num(installRow.totalSeconds, 1)} s`,
+        ],
+      ]
+    : []),
 ]
 
 const mib = (/** @type {number | null | undefined} */ bytes) =>
@@ -685,6 +728,18 @@ if (parts.has('pages')) {
       'must match what the seeded history predicts (50, or fewer when fewer events match).',
   )
 }
+if (startupTable.length > 0) {
+  console.log('')
+  console.log('Start-up: compiled JS, from spawning the process to the first 200 from GET /healthz')
+  console.log('')
+  console.log(renderTable(startupHeader, startupTable))
+  console.log('')
+  console.log(
+    'start to listening: `node bin/shiplog.js serve` on an already migrated database (node start-up included), ' +
+      'polled every 2 ms. npm ci: a copy of the tracked files, `npm ci` with the npm cache as it is on this ' +
+      'machine (better-sqlite3 compiles from source), then `npm start` (TypeScript build + serve) to the first answer.',
+  )
+}
 if (reads && reads.seeds.length > 0) {
   console.log(
     `datasets (seeded directly, not through HTTP): ${reads.seeds
@@ -713,6 +768,8 @@ if (problems.length > 0) {
           : '',
         parts.has('export') ? 'every export had all rows' : '',
         parts.has('pages') ? 'every page answered 200 with the expected rows' : '',
+        parts.has('startup') ? 'every start answered 200' : '',
+        parts.has('install') ? 'the fresh install answered 200' : '',
       ]
         .filter(Boolean)
         .join('; ') +
@@ -758,6 +815,7 @@ writeFileSync(
         rows: reads?.pageRows ?? [],
       },
       datasets: reads?.seeds ?? [],
+      startup: { columns: startupHeader, table: startupTable, rows: startupRows, install: installRow },
       serverLogs: Object.fromEntries(
         Object.entries(serverLogs).map(([name, { warnings, errors, samples }]) => [
           name,

@@ -6,6 +6,7 @@ import { Redis } from 'ioredis'
 import type { Config } from './config.js'
 import type { Database } from './db/connect.js'
 import { listenForRevocations } from './db/revocations.js'
+import { isDatabaseUnavailable, outageLogFor } from './domain/database-errors.js'
 import { eventStoreFor } from './domain/event-store.js'
 import { EventWriter } from './domain/event-writer.js'
 import { ApiKeyVerifier, KeyUsageRecorder } from './domain/keys.js'
@@ -68,14 +69,22 @@ export async function buildApp(options: BuildOptions): Promise<App> {
   const store = eventStoreFor(database)
   const writer = new EventWriter(store)
   const verifier = new ApiKeyVerifier(database, { ttlMs: config.keyCacheMs })
-  const usage = new KeyUsageRecorder(database.db, 10_000, (err) =>
-    app.log.warn({ err }, 'could not record API key last-used times; will retry'),
+  // While the database is away these would repeat every few seconds; the outage log says it once.
+  const outages = outageLogFor(database)
+  const backgroundFailure = (message: string) => (err: unknown) => {
+    if (isDatabaseUnavailable(err)) outages.failed(app.log, err)
+    else app.log.warn({ err }, message)
+  }
+  const usage = new KeyUsageRecorder(
+    database.db,
+    10_000,
+    backgroundFailure('could not record API key last-used times; will retry'),
   )
   if (config.database.dialect === 'postgres' && config.keyCacheMs > 0) {
     const listener = listenForRevocations(config.database.connectionString, {
       onRevoked: (digest) => verifier.forgetDigest(digest),
       onGap: () => verifier.clear(),
-      onError: (err) => app.log.warn({ err }, 'revocation listener: connection problem; reconnecting'),
+      onError: backgroundFailure('revocation listener: connection problem; reconnecting'),
     })
     app.addHook('onClose', () => listener.close())
   }
@@ -96,6 +105,7 @@ export async function buildApp(options: BuildOptions): Promise<App> {
   await app.register(healthRoutes, { database })
   await app.register(ingestRoutes, {
     writer,
+    outages,
     verifier,
     usage,
     rateLimitPerMinute: config.rateLimitPerMinute,

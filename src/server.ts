@@ -4,6 +4,7 @@ import { type App, buildApp } from './app.js'
 import type { Config } from './config.js'
 import { openDatabase } from './db/connect.js'
 import { migrateToLatest } from './db/migrate.js'
+import { outageLogFor } from './domain/database-errors.js'
 import { loggerOptions } from './http/logging.js'
 
 export interface RunningServer {
@@ -15,7 +16,10 @@ export interface RunningServer {
 export async function startServer(config: Config): Promise<RunningServer> {
   let app: App | undefined
   const database = openDatabase(config.database, {
-    onPoolError: (err) => app?.log.warn({ err }, 'database connection lost; it will be re-opened on demand'),
+    // One line per outage, not one per dropped connection (see OutageLog).
+    onPoolError: (err) => {
+      if (app) outageLogFor(database).failed(app.log, err)
+    },
   })
   try {
     await migrateToLatest(database)

@@ -18,6 +18,7 @@ import {
 import { isDatabaseUnavailable } from '../domain/database-errors.js'
 import { createApiKey, KEY_NAME_MAX, listApiKeys, revokeApiKey } from '../domain/keys.js'
 import { passwordProblem } from '../domain/passwords.js'
+import { PACKAGE_JSON } from '../paths.js'
 import { serveUntilSignalled } from '../server.js'
 
 /** A failure to report in one line on stderr; exit code 1 unless said otherwise. */
@@ -53,7 +54,7 @@ Options:
   -v, --version    print the version`
 
 function packageVersion(): string {
-  const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as {
+  const pkg = JSON.parse(readFileSync(PACKAGE_JSON, 'utf8')) as {
     version: string
   }
   return pkg.version

@@ -118,6 +118,9 @@ function openPostgres(connectionString: string, options: ConnectOptions): Databa
     connectionTimeoutMillis: 5000,
     idleTimeoutMillis: 30_000,
     statement_timeout: 15_000,
+    // The server enforces statement_timeout; this client-side bound also covers a connection whose
+    // packets silently vanish, where a query would otherwise wait for TCP to give up.
+    query_timeout: 20_000,
     application_name: 'shiplog',
   })
   pool.on('error', (err) => options.onPoolError?.(err))

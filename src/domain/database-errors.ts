@@ -44,3 +44,94 @@ export function isDatabaseUnavailable(err: unknown): boolean {
     message,
   )
 }
+
+/** The part of a pino (Fastify) logger that an OutageLog writes to. */
+export interface OutageLogger {
+  error(fields: Record<string, unknown>, message: string): void
+  info(fields: Record<string, unknown>, message: string): void
+}
+
+/** What an error from an unavailable database means, in words an operator can act on. */
+export function describeUnavailable(err: unknown): string {
+  const code = codeOf(err) ?? ''
+  const message = err instanceof Error ? err.message : String(err)
+  const said = code === '' ? message : `${message} (${code})`
+  if (code.startsWith('SQLITE_FULL')) return `the disk or the database file is full: ${said}`
+  if (code.startsWith('SQLITE_READONLY')) return `the database file is read-only: ${said}`
+  if (code.startsWith('SQLITE_IOERR')) {
+    return `the disk refused a read or write (a disk fault, or a file system that went read-only): ${said}`
+  }
+  if (code.startsWith('SQLITE_BUSY') || code.startsWith('SQLITE_LOCKED')) {
+    return `the database file is locked by another process: ${said}`
+  }
+  if (NETWORK_CODES.has(code) && code !== 'ETIMEDOUT') return `cannot reach the database server: ${said}`
+  return said
+}
+
+/**
+ * Logs each database outage once instead of once per refused request: while the database is away
+ * every request fails the same way, and a line with a stack trace for each would bury the one line
+ * that says why. The first failure is logged with its cause; later ones are only counted, with a
+ * reminder at most every `reminderMs` while they go on. Only some callers see a write succeed (and
+ * call recovered()), so a quiet spell of `reminderMs` also ends an outage: the next failure is then
+ * logged in full again.
+ */
+export class OutageLog {
+  #startedAt: number | null = null
+  #lastFailureAt = 0
+  #lastLineAt = 0
+  #failures = 0
+
+  constructor(
+    private readonly reminderMs = 60_000,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  failed(log: OutageLogger, err: unknown): void {
+    const now = this.now()
+    if (this.#startedAt !== null && now - this.#lastFailureAt >= this.reminderMs) this.#startedAt = null
+    this.#lastFailureAt = now
+    const code = codeOf(err) ?? null
+    if (this.#startedAt === null) {
+      this.#startedAt = now
+      this.#lastLineAt = now
+      this.#failures = 1
+      log.error(
+        { code },
+        `database unavailable: ${describeUnavailable(err)}; requests are answered 503 until it is back ` +
+          '(further failures are counted, not logged one by one)',
+      )
+      return
+    }
+    this.#failures++
+    if (now - this.#lastLineAt >= this.reminderMs) {
+      this.#lastLineAt = now
+      log.error(
+        { code, failures: this.#failures, downForMs: now - this.#startedAt },
+        `database still unavailable: ${describeUnavailable(err)}; ${this.#failures} failures so far`,
+      )
+    }
+  }
+
+  /** Called where a database round trip succeeded: ends the outage, if any, with one line. */
+  recovered(log: OutageLogger): void {
+    if (this.#startedAt === null) return
+    log.info(
+      { failures: this.#failures, downForMs: this.now() - this.#startedAt },
+      'database available again',
+    )
+    this.#startedAt = null
+  }
+}
+
+const outageLogs = new WeakMap<object, OutageLog>()
+
+/** The one OutageLog of a database handle, shared by every route and hook that uses it. */
+export function outageLogFor(database: object): OutageLog {
+  let log = outageLogs.get(database)
+  if (!log) {
+    log = new OutageLog()
+    outageLogs.set(database, log)
+  }
+  return log
+}

@@ -5,14 +5,12 @@ import { Worker } from 'node:worker_threads'
 import { type EventStore, outcomesOf, type PendingEvent, type RecordOutcome } from './event-store.js'
 import type { BatchReply, BatchRequest } from './event-writer-thread.js'
 
-// Compiled, this module is JavaScript and so is the thread's file beside it. Under the test runner
-// it is TypeScript loaded through tsx (a development dependency), and the thread loads its file
-// through tsx's API the same way.
-const FROM_SOURCE = import.meta.url.endsWith('.ts')
-const THREAD_FILE = new URL(
-  FROM_SOURCE ? './event-writer-thread.ts' : './event-writer-thread.js',
-  import.meta.url,
-)
+// The thread's file sits beside this module's and has the same extension: .mjs in the bundle
+// (dist/bundle/), .js compiled (dist/domain/), .ts under the test runner, where this module is
+// loaded through tsx (a development dependency) and the thread loads its file through tsx's API.
+const EXTENSION = import.meta.url.slice(import.meta.url.lastIndexOf('.'))
+const FROM_SOURCE = EXTENSION === '.ts'
+const THREAD_FILE = new URL(`./event-writer-thread${EXTENSION}`, import.meta.url)
 
 function startThread(workerData: unknown): Worker {
   if (!FROM_SOURCE) return new Worker(THREAD_FILE, { workerData })

@@ -1,6 +1,7 @@
 // Installation-wide settings kept in the database, such as the generated session secret.
 import { randomBytes } from 'node:crypto'
 import type { Kysely } from 'kysely'
+import type { DialectName } from '../config.js'
 import type { DB } from '../db/schema.js'
 
 /**
@@ -24,15 +25,27 @@ export async function ensureSecret(db: Kysely<DB>): Promise<string> {
 class ProbeRollback extends Error {}
 
 /**
- * Proves the database accepts writes: a row is inserted and rolled back. `select 1` alone would
- * pass on a read-only SQLite file or a PostgreSQL standby, where no event could be recorded.
+ * Proves the database accepts writes. `select 1` alone would pass on a read-only SQLite file or a
+ * PostgreSQL standby, where no event could be recorded. PostgreSQL refuses a write on a standby or
+ * a full disk as soon as the row is inserted, so the row is rolled back. SQLite only touches the
+ * disk when a transaction commits (a rolled-back one never reaches the WAL), so there the probe's
+ * row is committed: one small write and fsync per probe.
  */
-export async function checkWritable(db: Kysely<DB>): Promise<void> {
+export async function checkWritable(db: Kysely<DB>, dialect: DialectName): Promise<void> {
+  const probe = { name: 'readiness_probe', value: String(Date.now()) }
+  if (dialect === 'sqlite') {
+    await db
+      .insertInto('settings')
+      .values(probe)
+      .onConflict((oc) => oc.column('name').doUpdateSet({ value: probe.value }))
+      .execute()
+    return
+  }
   try {
     await db.transaction().execute(async (trx) => {
       await trx
         .insertInto('settings')
-        .values({ name: 'readiness_probe', value: String(Date.now()) })
+        .values(probe)
         .onConflict((oc) => oc.column('name').doNothing())
         .execute()
       throw new ProbeRollback()

@@ -1,7 +1,7 @@
 // RFC 9457 problem details: the one error shape every route answers with.
 import { STATUS_CODES } from 'node:http'
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
-import { isDatabaseUnavailable } from '../domain/database-errors.js'
+import { isDatabaseUnavailable, outageLogFor } from '../domain/database-errors.js'
 import { WriterClosedError } from '../domain/event-writer.js'
 import type { FieldError } from '../domain/events.js'
 import { errorPage } from '../views/auth-pages.js'
@@ -105,7 +105,8 @@ export function toProblem(err: FastifyError | Error, request: FastifyRequest): H
     )
   }
   if (isDatabaseUnavailable(err)) {
-    request.log.error({ err }, 'database unavailable')
+    // Once per outage, not once per refused request (see OutageLog).
+    outageLogFor(request.server.shiplog?.database ?? request.server).failed(request.log, err)
     return problems.unavailable()
   }
   const fastifyError = err as FastifyError
@@ -180,22 +181,26 @@ type Method = (typeof ALL_METHODS)[number]
 export function methodNotAllowed(app: FastifyInstance, url: string, allowed: readonly Method[]): void {
   const allow = [...allowed, 'OPTIONS'].join(', ')
   const others = ALL_METHODS.filter((m) => !allowed.includes(m))
+  const answer = async (request: FastifyRequest, reply: FastifyReply) => {
+    reply.header('allow', allow)
+    if (request.method === 'OPTIONS') return reply.code(204).send()
+    return sendProblem(
+      reply,
+      generic(
+        405,
+        'method-not-allowed',
+        `${request.method} is not allowed on ${url}; use ${allowed.join(' or ')}.`,
+      ),
+    )
+  }
   app.route({
     method: others,
     url,
     config: { methodNotAllowed: true },
     exposeHeadRoute: false,
-    handler: async (request, reply) => {
-      reply.header('allow', allow)
-      if (request.method === 'OPTIONS') return reply.code(204).send()
-      return sendProblem(
-        reply,
-        generic(
-          405,
-          'method-not-allowed',
-          `${request.method} is not allowed on ${url}; use ${allowed.join(' or ')}.`,
-        ),
-      )
-    },
+    // Answered before Fastify reads the body: otherwise a PUT or DELETE with a broken, oversized or
+    // oddly labelled body got 400, 413 or 415 from the body parsers instead of 405 with Allow.
+    onRequest: answer,
+    handler: answer,
   })
 }

@@ -567,8 +567,11 @@ test(
       }
     }
     const scripts = (JSON.parse(readRepoFile('package.json')) as { scripts: Record<string, string> }).scripts
-    assert.equal(scripts.build, 'tsc -p tsconfig.build.json')
+    // The build compiles into dist/ and bundles the server into dist/bundle/, which bin/shiplog.js runs.
+    assert.equal(scripts.build, 'tsc -p tsconfig.build.json && node scripts/bundle.mjs')
     assert.equal(posix.normalize(compiledPath('src/cli/shiplog.ts')), 'dist/cli/shiplog.js')
+    assert.match(readRepoFile('scripts/bundle.mjs'), /outdir: 'dist\/bundle'/)
+    assert.match(readRepoFile('bin/shiplog.js'), /dist\/bundle\/shiplog\.mjs/)
   },
 )
 

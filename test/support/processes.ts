@@ -62,7 +62,8 @@ let buildChecked = false
 /** The processes run dist/; testing a missing or stale build would test old code, so say so plainly. */
 export function assertBuilt(): void {
   if (buildChecked) return
-  const entry = join(REPO_ROOT, 'dist', 'cli', 'shiplog.js')
+  // bin/shiplog.js runs the bundle, which `npm run build` writes last.
+  const entry = join(REPO_ROOT, 'dist', 'bundle', 'shiplog.mjs')
   if (!existsSync(entry)) throw new Error('dist/ is missing: run `npm run build` before these tests')
   if (newestMtime(join(REPO_ROOT, 'src')) > statSync(entry).mtimeMs) {
     throw new Error('dist/ is older than src/: run `npm run build` before these tests')

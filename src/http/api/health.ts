@@ -2,6 +2,7 @@
 import type { FastifyPluginAsync } from 'fastify'
 import { Type } from 'typebox'
 import type { Database } from '../../db/connect.js'
+import { isDatabaseUnavailable, outageLogFor } from '../../domain/database-errors.js'
 import { checkWritable } from '../../domain/settings.js'
 import { methodNotAllowed, problems, sendProblem } from '../problem.js'
 
@@ -15,18 +16,31 @@ export const healthRoutes: FastifyPluginAsync<{ database: Database }> = async (a
 
   app.get('/healthz', { schema: { response: { 200: Ok } } }, async () => ({ status: 'ok' as const }))
 
+  const outages = outageLogFor(database)
+
   app.get('/readyz', async (request, reply) => {
     let timer: NodeJS.Timeout | undefined
     try {
       await Promise.race([
-        checkWritable(database.db),
+        checkWritable(database.db, database.dialect),
         new Promise((_, reject) => {
-          timer = setTimeout(() => reject(new Error('readiness check timed out')), READY_TIMEOUT_MS)
+          timer = setTimeout(
+            () =>
+              reject(
+                Object.assign(new Error(`the database did not answer within ${READY_TIMEOUT_MS} ms`), {
+                  code: 'ETIMEDOUT',
+                }),
+              ),
+            READY_TIMEOUT_MS,
+          )
         }),
       ])
+      outages.recovered(request.log)
       return { status: 'ok', database: database.dialect }
     } catch (err) {
-      request.log.warn({ err }, 'readiness check failed')
+      // Probes come every few seconds: an outage is logged once, with the requests it refuses.
+      if (isDatabaseUnavailable(err)) outages.failed(request.log, err)
+      else request.log.warn({ err }, 'readiness check failed')
       return sendProblem(reply, problems.unavailable())
     } finally {
       clearTimeout(timer)

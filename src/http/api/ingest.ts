@@ -2,6 +2,7 @@
 import type { FastifyInstance, FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify'
 import { Type } from 'typebox'
 import type { EventSource } from '../../db/schema.js'
+import type { OutageLog } from '../../domain/database-errors.js'
 import type { EventWriter } from '../../domain/event-writer.js'
 import {
   DEPLOY_NAMES,
@@ -28,6 +29,8 @@ declare module 'fastify' {
 
 export interface IngestOptions {
   writer: EventWriter
+  /** Told when a write succeeds, so the end of a database outage is logged as soon as it ends. */
+  outages: OutageLog
   verifier: ApiKeyVerifier
   usage: KeyUsageRecorder
   rateLimitPerMinute: number
@@ -234,6 +237,7 @@ export const ingestRoutes: FastifyPluginAsync<IngestOptions> = async (app, optio
           receivedAt,
         })
         usage.touch(key.id, receivedAt)
+        options.outages.recovered(request.log)
         if (outcome.replayed) reply.header('idempotent-replayed', 'true')
         return reply.code(outcome.replayed ? 200 : 201).send(toPublicEvent(outcome.event))
       }

@@ -1,5 +1,4 @@
 // The web UI: sessions, CSRF, static assets and every page (setup, login, logs, exports, settings).
-import { fileURLToPath } from 'node:url'
 import cookie from '@fastify/cookie'
 import csrf from '@fastify/csrf-protection'
 import formbody from '@fastify/formbody'
@@ -10,6 +9,7 @@ import type { Database } from '../../db/connect.js'
 import { hasControlCharacter } from '../../domain/accounts.js'
 import type { ApiKeyVerifier } from '../../domain/keys.js'
 import { deleteExpiredSessions, findSession, type SessionUser } from '../../domain/sessions.js'
+import { PUBLIC_DIR } from '../../paths.js'
 import { errorPage } from '../../views/auth-pages.js'
 import type { SafeHtml } from '../../views/html.js'
 import { HttpProblem, methodNotAllowed, toProblem } from '../problem.js'
@@ -44,8 +44,6 @@ export interface UiContext extends UiOptions {
   setSessionCookie(reply: FastifyReply, token: string): void
   clearSessionCookie(reply: FastifyReply): void
 }
-
-const PUBLIC_DIR = fileURLToPath(new URL('../../../public/', import.meta.url))
 
 /** A field of the submitted form, or '' when it is absent or not text. */
 export function formField(request: FastifyRequest, name: string): string {
