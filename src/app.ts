@@ -14,7 +14,7 @@ import { ensureSecret } from './domain/settings.js'
 import { healthRoutes } from './http/api/health.js'
 import { INGEST_PATHS, ingestRoutes } from './http/api/ingest.js'
 import { loggerOptions } from './http/logging.js'
-import { registerProblemHandlers } from './http/problem.js'
+import { answerClientError, problems, registerProblemHandlers } from './http/problem.js'
 import { MemoryRateLimitStore, type RateLimitStore, RedisRateLimitStore } from './http/rate-limit.js'
 import { API_SECURITY_HEADERS, SECURITY_HEADERS } from './http/security-headers.js'
 import { uiRoutes } from './http/ui/plugin.js'
@@ -41,6 +41,10 @@ export async function buildApp(options: BuildOptions): Promise<App> {
     return503OnClosing: true,
     forceCloseConnections: 'idle',
     routerOptions: { ignoreDuplicateSlashes: false },
+    // Requests the HTTP parser refuses get problem+json like every other error.
+    clientErrorHandler: answerClientError,
+    // Node would answer a missing Host itself, with an empty 400; the hook below answers it instead.
+    http: { requireHostHeader: false },
   }).withTypeProvider<TypeBoxTypeProvider>()
 
   registerProblemHandlers(app)
@@ -97,6 +101,10 @@ export async function buildApp(options: BuildOptions): Promise<App> {
 
   app.addHook('onRequest', (request, reply, done) => {
     reply.headers(INGEST_PATHS.has(request.routeOptions.url ?? '') ? API_SECURITY_HEADERS : SECURITY_HEADERS)
+    if (request.headers.host === undefined && request.raw.httpVersion === '1.1') {
+      done(problems.missingHost())
+      return
+    }
     done()
   })
 

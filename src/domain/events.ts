@@ -65,7 +65,9 @@ type FieldCheck = { value: string | null; error?: string }
 function checkText(raw: unknown, limit: number, required: boolean): FieldCheck {
   if (raw === undefined || raw === null)
     return required ? { value: null, error: 'is required' } : { value: null }
-  if (Array.isArray(raw)) return { value: null, error: 'must be given once, not repeated' }
+  // A list comes from a repeated query or form parameter, or from a JSON array: say both.
+  if (Array.isArray(raw))
+    return { value: null, error: 'must be a single string, not a list or a repeated field' }
   if (typeof raw !== 'string') return { value: null, error: 'must be a string' }
   const value = raw.trim()
   if (value === '') return required ? { value: null, error: 'must not be empty' } : { value: null }

@@ -47,6 +47,8 @@ export function problemType(slug: string): string {
 }
 
 export const problems = {
+  missingHost: () =>
+    new HttpProblem(400, 'missing-host', 'Bad Request', 'An HTTP/1.1 request must carry a Host header.'),
   missingKey: () =>
     new HttpProblem(
       401,
@@ -203,4 +205,43 @@ export function methodNotAllowed(app: FastifyInstance, url: string, allowed: rea
     onRequest: answer,
     handler: answer,
   })
+}
+
+/**
+ * Answers a request Node's HTTP parser refused (broken framing, bad header bytes, headers too
+ * large, a client too slow) in the same problem+json shape as every other error, then closes the
+ * connection: after a framing error nothing more on it can be trusted. Replaces Fastify's default,
+ * which answered these with its own JSON shape.
+ */
+export function answerClientError(
+  this: FastifyInstance,
+  err: Error & { code?: string },
+  socket: import('node:net').Socket,
+): void {
+  if (err.code === 'ECONNRESET' || socket.destroyed) return
+  let problem: HttpProblem
+  if (err.code === 'ERR_HTTP_REQUEST_TIMEOUT') {
+    problem = generic(
+      408,
+      'request-timeout',
+      'The request was not received in time; the connection is closed.',
+    )
+  } else if (err.code === 'HPE_HEADER_OVERFLOW') {
+    problem = generic(431, 'headers-too-large', 'The request headers are larger than the 16 KiB allowed.')
+  } else {
+    problem = generic(400, 'malformed-request', 'The request is not well-formed HTTP/1.1 and cannot be read.')
+  }
+  this.log.debug({ code: err.code }, `client error answered ${problem.status}`)
+  if (!socket.writable) {
+    socket.destroy()
+    return
+  }
+  const body = JSON.stringify(problem.toBody())
+  socket.end(
+    `HTTP/1.1 ${problem.status} ${STATUS_CODES[problem.status]}\r\n` +
+      `Content-Type: ${PROBLEM_CONTENT_TYPE}\r\nContent-Length: ${Buffer.byteLength(body)}\r\n` +
+      `Connection: close\r\n\r\n${body}`,
+  )
+  // end() lets the answer reach the client; a client that then keeps its side open is cut off.
+  setTimeout(() => socket.destroy(), 1000).unref()
 }

@@ -24,6 +24,8 @@ const IDEMPOTENCY_KEY_MAX = 200
 declare module 'fastify' {
   interface FastifyRequest {
     apiKey: VerifiedKey | null
+    /** The Content-Type the client sent (Fastify is shown a neutral one; see the ingest scope). */
+    ingestContentType: string | undefined
   }
 }
 
@@ -174,18 +176,28 @@ export const ingestRoutes: FastifyPluginAsync<IngestOptions> = async (app, optio
 
   await app.register(async (scope: FastifyInstance) => {
     scope.decorateRequest('apiKey', null)
+    scope.decorateRequest('ingestContentType', undefined)
     scope.removeAllContentTypeParsers()
     scope.addContentTypeParser(
       '*',
       { parseAs: 'buffer', bodyLimit: INGEST_BODY_LIMIT },
       (request, body, done) => {
         try {
-          done(null, parseEventBody(body as Buffer, request.headers['content-type']))
+          done(null, parseEventBody(body as Buffer, request.ingestContentType))
         } catch (err) {
           done(err as Error, undefined)
         }
       },
     )
+
+    // SPEC §1.1: the body is read whatever its Content-Type says, even a label Fastify cannot parse
+    // (which it would answer with 415 before any parser ran). The label is kept for parseEventBody
+    // and Fastify is shown one it always hands to the catch-all parser.
+    scope.addHook('onRequest', (request, _reply, done) => {
+      request.ingestContentType = request.headers['content-type']
+      if (request.method !== 'GET') request.headers['content-type'] = 'application/octet-stream'
+      done()
+    })
 
     scope.addHook('onRequest', async (request, reply) => {
       const presented = presentedKey(request)
@@ -243,6 +255,17 @@ export const ingestRoutes: FastifyPluginAsync<IngestOptions> = async (app, optio
       }
 
     const queryFields = (request: FastifyRequest) => {
+      // GET is answered as soon as its head arrives; a body would be read (and could turn out
+      // broken) only after the event was stored. The legacy form never has one, so refuse it.
+      const { headers } = request
+      if (
+        request.method === 'GET' &&
+        (headers['transfer-encoding'] !== undefined || Number(headers['content-length'] ?? 0) > 0)
+      ) {
+        throw problems.badBody(
+          'GET /put takes its fields from the query string and no body; use POST /put to send a body.',
+        )
+      }
       const q = request.url.indexOf('?')
       return q === -1 ? {} : parseFormEncoded(request.url.slice(q + 1), 'query string')
     }
