@@ -1,5 +1,4 @@
-// Bundles the compiled server (dist/) into two files in dist/bundle/: the `shiplog` command and the
-// SQLite writer thread. Loading one file instead of some 600 modules (Kysely and TypeBox alone are
+// Bundles the compiled server (dist/) into one file, dist/bundle/shiplog.mjs. Loading one file instead of some 600 modules (Kysely and TypeBox alone are
 // hundreds) cuts start-up to listening by about two thirds. Run by `npm run build` after tsc.
 import { build } from 'esbuild'
 
@@ -21,10 +20,7 @@ const common = {
 
 await build({
   ...common,
-  entryPoints: {
-    shiplog: 'dist/cli/shiplog.js',
-    'event-writer-thread': 'dist/domain/event-writer-thread.js',
-  },
+  entryPoints: { shiplog: 'dist/cli/shiplog.js' },
   outdir: 'dist/bundle',
   outExtension: { '.js': '.mjs' },
 })

@@ -75,17 +75,21 @@ export function retainForProcessLifetime(...objects: unknown[]): void {
 }
 
 /** A SQLite connection set up the way Shiplog needs it, with its statement cache. */
-export function openSqliteConnection(path: string): {
+export function openSqliteConnection(
+  path: string,
+  options: { synchronous: 'FULL' | 'NORMAL' } = { synchronous: 'FULL' },
+): {
   sqlite: SqliteDatabase.Database
   statements: StatementCache
 } {
   if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true })
   const sqlite = new SqliteDatabase(path)
   // WAL lets readers run beside the writer; synchronous=FULL fsyncs the WAL at every commit, so a
-  // committed event survives power loss, not only a process crash. exec() rather than pragma():
-  // it prepares no Statement object (see statementCache).
+  // committed change survives power loss, not only a process crash. NORMAL is only for the event
+  // connection, whose store fsyncs the WAL itself before answering (see event-store.ts). exec()
+  // rather than pragma(): it prepares no Statement object (see statementCache).
   sqlite.exec(
-    'PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON; PRAGMA busy_timeout = 5000',
+    `PRAGMA journal_mode = WAL; PRAGMA synchronous = ${options.synchronous}; PRAGMA foreign_keys = ON; PRAGMA busy_timeout = 5000`,
   )
   // SQLite's lower() and LIKE fold only ASCII letters; this folds all of Unicode, like
   // PostgreSQL's ILIKE, for searches that need it.

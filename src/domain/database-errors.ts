@@ -1,6 +1,6 @@
 // Tells "the database is unreachable or cannot write right now" apart from every other failure.
 
-const NETWORK_CODES = new Set([
+const UNAVAILABLE_CODES = new Set([
   'ECONNREFUSED',
   'ECONNRESET',
   'ETIMEDOUT',
@@ -9,6 +9,11 @@ const NETWORK_CODES = new Set([
   'EAI_AGAIN',
   'EHOSTUNREACH',
   'ENETUNREACH',
+  // The disk itself, as the event store's own fsync of the SQLite WAL reports it.
+  'EIO',
+  'ENOSPC',
+  'EROFS',
+  'EDQUOT',
 ])
 
 // SQLite result codes (extended ones start with these) that mean storage trouble, not a bad query.
@@ -32,7 +37,7 @@ function codeOf(err: unknown): string | undefined {
 export function isDatabaseUnavailable(err: unknown): boolean {
   const code = codeOf(err)
   if (code) {
-    if (NETWORK_CODES.has(code)) return true
+    if (UNAVAILABLE_CODES.has(code)) return true
     if (SQLITE_UNAVAILABLE.some((prefix) => code.startsWith(prefix))) return true
     // PostgreSQL SQLSTATE classes: 08 connection exception, 53 insufficient resources,
     // 57P0x operator intervention (shutdown, cannot connect now), 58 system error.
@@ -64,7 +69,11 @@ export function describeUnavailable(err: unknown): string {
   if (code.startsWith('SQLITE_BUSY') || code.startsWith('SQLITE_LOCKED')) {
     return `the database file is locked by another process: ${said}`
   }
-  if (NETWORK_CODES.has(code) && code !== 'ETIMEDOUT') return `cannot reach the database server: ${said}`
+  if (code === 'ENOSPC' || code === 'EDQUOT') return `the disk is full: ${said}`
+  if (code === 'EIO' || code === 'EROFS') {
+    return `the disk refused a write (a disk fault, or a file system that went read-only): ${said}`
+  }
+  if (UNAVAILABLE_CODES.has(code) && code !== 'ETIMEDOUT') return `cannot reach the database server: ${said}`
   return said
 }
 

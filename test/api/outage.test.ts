@@ -703,8 +703,8 @@ async function serverOnDisk(t: Cleanup, disk: MountedDisk): Promise<Target & { s
  * read-only one. Not the real disk, but the same SQLite errors through the same code.
  */
 async function inProcess(t: Cleanup, kind: 'full' | 'read-only'): Promise<{ target: Target; disk: Disk }> {
-  // In memory: on a file, events are written by a writer thread on a connection of its own, which
-  // these pragmas on the app's connection would not reach.
+  // In memory: on a file, events are written through a connection of their own, which these
+  // pragmas on the app's connection would not reach.
   const config = testConfig('sqlite::memory:')
   const database = openDatabase(config.database)
   const close: Array<() => Promise<void>> = [() => database.close()]

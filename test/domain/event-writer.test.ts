@@ -6,14 +6,18 @@ import { EventWriter, type PendingEvent, WriterClosedError } from '../../src/dom
 import { buildTestApp, freshDatabaseUrl, testDialect } from '../helper.js'
 
 /**
- * Where the writer stores: the suite's database (in-memory SQLite, written on the main thread, or
- * PostgreSQL), and on SQLite also a database file, which a writer thread of its own writes.
+ * Where the writer stores: the suite's database (in-memory SQLite, written through the app's
+ * connection, or PostgreSQL), and on SQLite also a database file, which the store writes through a
+ * connection of its own and fsyncs after each commit.
  */
 const TARGETS =
-  testDialect === 'sqlite' ? (['in-memory', 'file (writer thread)'] as const) : (['postgres'] as const)
+  testDialect === 'sqlite'
+    ? (['in-memory', 'file (own connection, fsync after commit)'] as const)
+    : (['postgres'] as const)
 
 async function setUp(t: TestContext, target: string) {
-  const databaseUrl = target === 'file (writer thread)' ? await freshDatabaseUrl(t) : undefined
+  const databaseUrl =
+    target === 'file (own connection, fsync after commit)' ? await freshDatabaseUrl(t) : undefined
   const ctx = await buildTestApp(t, databaseUrl ? { databaseUrl } : {})
   const store = eventStoreFor(ctx.database)
   t.after(() => store.close())
@@ -62,7 +66,7 @@ for (const target of TARGETS) {
     )
     const refused = results[2]
     assert.ok(refused?.status === 'rejected')
-    // The code is what tells a refused row (400-class) from an outage (503), also across the thread.
+    // The code is what tells a refused row (400-class) from an outage (503).
     assert.match(String((refused.reason as { code?: string }).code), /^(SQLITE_CONSTRAINT|23503)/)
     const stored = await database.db.selectFrom('events').select(['id', 'version']).orderBy('id').execute()
     assert.deepEqual(
