@@ -25,11 +25,21 @@ else if (ci) {
   console.error('note: TEST_DATABASE_URL is not set, so only the SQLite suite runs.')
 }
 
+// Test files run in parallel processes. Most of their time is spent waiting (servers starting,
+// fsyncs, timeouts being proven), so a few more than the two CPUs of the CI machine shorten the run.
+const concurrency = Number(process.env.SHIPLOG_TEST_CONCURRENCY ?? 3)
+if (!Number.isInteger(concurrency) || concurrency < 1) {
+  console.error(
+    `SHIPLOG_TEST_CONCURRENCY must be a whole number >= 1, got "${process.env.SHIPLOG_TEST_CONCURRENCY}"`,
+  )
+  process.exit(1)
+}
+
 function run(dialect) {
   return new Promise((resolve) => {
     const child = spawn(
       process.execPath,
-      ['--import', 'tsx', '--test', '--test-reporter=spec', '--test-concurrency=2', ...files],
+      ['--import', 'tsx', '--test', '--test-reporter=spec', `--test-concurrency=${concurrency}`, ...files],
       { env: { ...process.env, SHIPLOG_TEST_DB: dialect }, stdio: ['ignore', 'pipe', 'inherit'] },
     )
     let tail = ''
