@@ -2,7 +2,7 @@
 
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import Fastify, { type FastifyInstance } from 'fastify'
-import { Redis } from 'ioredis'
+import type { Redis } from 'ioredis'
 import type { Config } from './config.js'
 import type { Database } from './db/connect.js'
 import { listenForRevocations } from './db/revocations.js'
@@ -53,6 +53,8 @@ export async function buildApp(options: BuildOptions): Promise<App> {
   if (config.redisUrl) {
     // No offline queue: while Redis is away, counting fails at once and requests are allowed,
     // rather than waiting on a reconnect.
+    // Loaded only when configured: most installations never need it at start-up.
+    const { Redis } = await import('ioredis')
     const redis = new Redis(config.redisUrl, {
       lazyConnect: true,
       maxRetriesPerRequest: 1,

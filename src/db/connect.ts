@@ -1,15 +1,28 @@
 // Opens the database named by the configuration as a Kysely handle (SQLite or PostgreSQL).
 import { mkdirSync } from 'node:fs'
+import { createRequire } from 'node:module'
 import { dirname } from 'node:path'
 import SqliteDatabase from 'better-sqlite3'
 import { Kysely, PostgresDialect, SqliteDialect, type SqliteDatabase as SqliteDialectDatabase } from 'kysely'
-import pg from 'pg'
+import type pg from 'pg'
 import type { DatabaseTarget, DialectName } from '../config.js'
 import type { DB } from './schema.js'
 
-// BIGINT (int8) columns hold ids and epoch milliseconds, both far below 2^53: read them as numbers,
-// the same runtime form better-sqlite3 gives.
-pg.types.setTypeParser(pg.types.builtins.INT8, (value: string) => Number.parseInt(value, 10))
+// pg is loaded on first use, so an installation on SQLite does not load it at every start.
+const requireFromHere = createRequire(import.meta.url)
+let pgModule: typeof pg | null = null
+
+/** The pg module, set up for Shiplog on first use. */
+export function loadPg(): typeof pg {
+  if (!pgModule) {
+    const loaded = requireFromHere('pg') as typeof pg
+    // BIGINT (int8) columns hold ids and epoch milliseconds, both far below 2^53: read them as
+    // numbers, the same runtime form better-sqlite3 gives.
+    loaded.types.setTypeParser(loaded.types.builtins.INT8, (value: string) => Number.parseInt(value, 10))
+    pgModule = loaded
+  }
+  return pgModule
+}
 
 export interface Database {
   readonly db: Kysely<DB>
@@ -115,7 +128,7 @@ function openSqlite(path: string): Database {
 }
 
 function openPostgres(connectionString: string, options: ConnectOptions): Database {
-  const pool = new pg.Pool({
+  const pool = new (loadPg().Pool)({
     connectionString,
     max: options.poolSize ?? 10,
     // Fail fast when the server is away, so requests get a 503 instead of hanging.

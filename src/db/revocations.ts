@@ -1,9 +1,10 @@
 // Revoked API keys are announced over PostgreSQL LISTEN/NOTIFY, so that instances sharing the
 // database drop them from their key caches at once instead of after the cache's lifetime.
 import { sql } from 'kysely'
-import pg from 'pg'
+import type pg from 'pg'
 import { KEY_REVOKED_CHANNEL } from '../domain/keys.js'
 import type { Database } from './connect.js'
+import { loadPg } from './connect.js'
 
 /** Tells every instance on the same PostgreSQL database that a key is revoked. No-op on SQLite. */
 export async function announceRevocation(database: Database, digest: string): Promise<void> {
@@ -40,7 +41,7 @@ export function listenForRevocations(
   }
 
   const connect = async () => {
-    const c = new pg.Client({ connectionString, application_name: 'shiplog-revocations' })
+    const c = new (loadPg().Client)({ connectionString, application_name: 'shiplog-revocations' })
     c.on('notification', (message) => {
       if (message.channel === KEY_REVOKED_CHANNEL && message.payload) handlers.onRevoked(message.payload)
     })
