@@ -6,7 +6,8 @@
 // 5% Failed), per-service semantic versions (3% release candidates "-rc.N", about 1 in 100,000 a
 // "-hotfix" build), 40% with a CI url, 60% with a commit, 25% with a description (some with commas,
 // quotes, line breaks or a leading "=" / "-" to exercise CSV quoting and formula escaping), received_at
-// strictly increasing over the last two years, so ids follow arrival as in a real database.
+// strictly increasing over the last two years, so ids follow arrival as in a real database. On SQLite
+// the version search index is then brought up to date, as the server's background indexer would have.
 import SqliteDatabase from 'better-sqlite3'
 import pg from 'pg'
 
@@ -186,6 +187,11 @@ export function seedSqlite(file, plan, target) {
     db.pragma('journal_mode = WAL')
     db.pragma('synchronous = OFF')
     db.pragma('cache_size = -262144')
+    // The version search index (migration 0003) holds casefold(version), the function Shiplog
+    // registers on its own connections (src/db/connect.ts); this one needs the same.
+    db.function('casefold', { deterministic: true }, (value) =>
+      typeof value === 'string' ? value.toLowerCase() : value,
+    )
     const insert = db.prepare(
       `INSERT INTO events (account_id, service, environment, version, status, url, commit_sha, description,
         deployer, source, api_key_id, api_key_name, received_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)`,
@@ -209,6 +215,14 @@ export function seedSqlite(file, plan, target) {
           e.receivedAt,
         )
       }
+    })()
+    // A running server indexes versions in the background (src/domain/version-index.ts), a few
+    // tens of thousands of events a second; the pages are measured as they are once it has caught
+    // up, so the seed indexes its events itself, the same way, in one go.
+    db.transaction(() => {
+      db.exec(`INSERT INTO events_version_fts (rowid, version)
+        SELECT id, casefold(version) FROM events WHERE id > (SELECT through FROM events_version_index)`)
+      db.exec('UPDATE events_version_index SET through = (SELECT max(id) FROM events)')
     })()
     db.pragma('wal_checkpoint(TRUNCATE)')
     const { maxId } = /** @type {{ maxId: number }} */ (

@@ -3,6 +3,7 @@ import { type Migration, type MigrationProvider, Migrator, sql } from 'kysely'
 import type { Database } from './connect.js'
 import { initialSchema } from './migrations/2026_11_21_0001_initial.js'
 import { sessionsSchema } from './migrations/2026_11_22_0002_sessions.js'
+import { versionSearchIndex } from './migrations/2026_11_22_0003_version_search.js'
 
 function provider(database: Database): MigrationProvider {
   return {
@@ -11,6 +12,7 @@ function provider(database: Database): MigrationProvider {
       return {
         '2026_11_21_0001_initial': initialSchema(database.dialect),
         '2026_11_22_0002_sessions': sessionsSchema(),
+        '2026_11_22_0003_version_search': versionSearchIndex(database.dialect),
       }
     },
   }

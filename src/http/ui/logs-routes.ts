@@ -8,9 +8,9 @@ import {
   listEventPage,
   parseEventFilter,
   recentNames,
-  scanEvents,
 } from '../../domain/event-queries.js'
-import { eventsToCsv, eventsToJson } from '../../domain/export.js'
+import { exportEvents } from '../../domain/export.js'
+import { VersionIndexer } from '../../domain/version-index.js'
 import { logsPage } from '../../views/logs-page.js'
 import { HttpProblem } from '../problem.js'
 import type { UiContext } from './plugin.js'
@@ -47,6 +47,13 @@ function exportFilename(extension: 'csv' | 'json'): string {
 export const logsRoutes: FastifyPluginAsync<UiContext> = async (app, ctx) => {
   const { db } = ctx.database
   const dialect = ctx.database.dialect
+
+  // The version search index on SQLite is filled in the background while the app runs.
+  const indexer = new VersionIndexer(ctx.database, (err) =>
+    app.log.warn({ err }, 'version search index: a batch failed; will retry'),
+  )
+  app.addHook('onReady', async () => indexer.start())
+  app.addHook('onClose', async () => indexer.stop())
 
   app.get('/logs', async (request, reply) => {
     const q = request.url.indexOf('?')
@@ -130,8 +137,14 @@ export const logsRoutes: FastifyPluginAsync<UiContext> = async (app, ctx) => {
       const user = ctx.requireUser(request, reply)
       if (!user) return reply
       const filter = exportFilter(request)
-      const chunks = scanEvents(db, dialect, user.accountId, filter)
-      const body = format === 'csv' ? eventsToCsv(chunks) : eventsToJson(chunks)
+      const chunks = exportEvents(ctx.database, user.accountId, filter, format)
+      // The first step reads the first chunk: a database error is still an error answer here, not
+      // a download cut short.
+      const first = await chunks.next()
+      async function* body() {
+        if (!first.done) yield first.value
+        yield* chunks
+      }
       return reply
         .header(
           'content-type',
@@ -140,7 +153,7 @@ export const logsRoutes: FastifyPluginAsync<UiContext> = async (app, ctx) => {
         .header('content-disposition', `attachment; filename="${exportFilename(format)}"`)
         .header('cache-control', 'no-store')
         .header('x-content-type-options', 'nosniff')
-        .send(Readable.from(body, { objectMode: false }))
+        .send(Readable.from(body(), { objectMode: false }))
     })
   }
 }
