@@ -7,7 +7,7 @@ import { join } from 'node:path'
 import { after, type TestContext } from 'node:test'
 import pg from 'pg'
 import { type App, buildApp } from '../src/app.js'
-import { type Config, loadConfig } from '../src/config.js'
+import { type Config, loadConfig, parseDatabaseUrl } from '../src/config.js'
 import { type Database, openDatabase } from '../src/db/connect.js'
 import { migrateToLatest } from '../src/db/migrate.js'
 import type { Account } from '../src/db/schema.js'
@@ -160,5 +160,21 @@ export async function buildTestApp(t: TestContext | Cleanup, options: BuildOptio
         .executeTakeFirstOrThrow()
       return Number(row.n)
     },
+  }
+}
+
+/**
+ * A private database (see freshDatabaseUrl) migrated, with the account "Acme" and its key "ci",
+ * ready for server processes; the connection used to set it up is closed again.
+ */
+export async function databaseForServers(t: Cleanup): Promise<{ databaseUrl: string; key: string }> {
+  const databaseUrl = await freshDatabaseUrl(t)
+  const database = openDatabase(parseDatabaseUrl(databaseUrl))
+  try {
+    await migrateToLatest(database)
+    const { key } = await addTenant(database, 'Acme', 'ci')
+    return { databaseUrl, key }
+  } finally {
+    await database.close()
   }
 }

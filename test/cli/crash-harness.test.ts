@@ -9,9 +9,8 @@ import { randomBytes, randomInt } from 'node:crypto'
 import { test } from 'node:test'
 import { parseDatabaseUrl } from '../../src/config.js'
 import { openDatabase } from '../../src/db/connect.js'
-import { migrateToLatest } from '../../src/db/migrate.js'
 import type { EventRow } from '../../src/db/schema.js'
-import { addTenant, type Cleanup, freshDatabaseUrl, testDialect } from '../helper.js'
+import { databaseForServers, testDialect } from '../helper.js'
 import { type ServerProcess, sleep, startServer, withTimeout } from '../support/processes.js'
 
 function envInteger(name: string, fallback: number, min: number): number {
@@ -77,19 +76,6 @@ function seededRandom(seed: number): () => number {
     z = Math.imul(z ^ (z >>> 15), z | 1)
     z ^= z + Math.imul(z ^ (z >>> 7), z | 61)
     return ((z ^ (z >>> 14)) >>> 0) / 2 ** 32
-  }
-}
-
-/** A database with the account "Acme" and its key "ci", ready for server processes. */
-async function prepare(t: Cleanup): Promise<{ databaseUrl: string; key: string }> {
-  const databaseUrl = await freshDatabaseUrl(t)
-  const database = openDatabase(parseDatabaseUrl(databaseUrl))
-  try {
-    await migrateToLatest(database)
-    const { key } = await addTenant(database, 'Acme', 'ci')
-    return { databaseUrl, key }
-  } finally {
-    await database.close()
   }
 }
 
@@ -284,7 +270,7 @@ test(`SIGKILL at random moments under load (${KILLS} kills, seed ${SEED}): every
   const replay = `SHIPLOG_CRASH_SEED=${SEED} SHIPLOG_CRASH_KILLS=${KILLS} SHIPLOG_TEST_DB=${testDialect}`
   t.diagnostic(`replay with: ${replay}`)
   const random = seededRandom(SEED)
-  const { databaseUrl, key } = await prepare(t)
+  const { databaseUrl, key } = await databaseForServers(t)
   let server: ServerProcess = await startServer(t, { databaseUrl, env: SERVER_ENV })
   const port = server.port
   const load = new Load(server.url, key)

@@ -5,9 +5,8 @@ import { connect } from 'node:net'
 import { test } from 'node:test'
 import { parseDatabaseUrl } from '../../src/config.js'
 import { openDatabase } from '../../src/db/connect.js'
-import { migrateToLatest } from '../../src/db/migrate.js'
 import type { EventRow } from '../../src/db/schema.js'
-import { addTenant, type Cleanup, freshDatabaseUrl } from '../helper.js'
+import { type Cleanup, databaseForServers } from '../helper.js'
 import { type ExitStatus, type ServerProcess, sleep, startServer, withTimeout } from '../support/processes.js'
 
 const LOOPS = 8
@@ -32,19 +31,6 @@ interface Sent {
 interface Ack {
   sent: Sent
   body: Record<string, unknown>
-}
-
-/** A database with the account "Acme" and its key, ready for a server process. */
-async function prepare(t: Cleanup): Promise<{ databaseUrl: string; key: string }> {
-  const databaseUrl = await freshDatabaseUrl(t)
-  const database = openDatabase(parseDatabaseUrl(databaseUrl))
-  try {
-    await migrateToLatest(database)
-    const { key } = await addTenant(database, 'Acme', 'ci')
-    return { databaseUrl, key }
-  } finally {
-    await database.close()
-  }
 }
 
 /** All stored events, read straight from the database (no server involved). */
@@ -182,7 +168,7 @@ function assertAllStored(acks: Ack[], rows: EventRow[]): void {
 test('after SIGKILL under load, every acknowledged event is stored with its id and values', {
   timeout: 120_000,
 }, async (t) => {
-  const { databaseUrl, key } = await prepare(t)
+  const { databaseUrl, key } = await databaseForServers(t)
   const server = await startServer(t, { databaseUrl, env: SERVER_ENV })
   const load = new Load(server, key, () => server.signal('SIGKILL'))
   await withTimeout(load.run(), LOAD_DEADLINE_MS + 15_000, 'the load did not end')
@@ -303,7 +289,7 @@ async function slowDeploy(t: Cleanup, port: number, key: string, sent: Sent) {
 test('SIGTERM under load: the server finishes, exits 0 in time, and every acknowledged event is stored', {
   timeout: 120_000,
 }, async (t) => {
-  const { databaseUrl, key } = await prepare(t)
+  const { databaseUrl, key } = await databaseForServers(t)
   const server = await startServer(t, { databaseUrl, env: SERVER_ENV })
   // A request that is surely under way when the signal arrives, whatever the timing of the load.
   const slowSent: Sent = {
