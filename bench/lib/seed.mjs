@@ -216,7 +216,7 @@ export function seedSqlite(file, plan, target) {
         )
       }
     })()
-    // A running server indexes versions in the background (src/domain/version-index.ts), a few
+    // A running server indexes versions in the background (src/domain/events/version-index.ts), a few
     // tens of thousands of events a second; the pages are measured as they are once it has caught
     // up, so the seed indexes its events itself, the same way, in one go.
     db.transaction(() => {

@@ -99,7 +99,7 @@ export function openSqliteConnection(
   const sqlite = new SqliteDatabase(path)
   // WAL lets readers run beside the writer; synchronous=FULL fsyncs the WAL at every commit, so a
   // committed change survives power loss, not only a process crash. NORMAL is only for the event
-  // connection, whose store fsyncs the WAL itself before answering (see event-store.ts). exec()
+  // connection, whose store fsyncs the WAL itself before answering (see domain/events/store.ts). exec()
   // rather than pragma(): it prepares no Statement object (see statementCache).
   sqlite.exec(
     `PRAGMA journal_mode = WAL; PRAGMA synchronous = ${options.synchronous}; PRAGMA foreign_keys = ON; PRAGMA busy_timeout = 5000`,

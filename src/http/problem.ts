@@ -2,8 +2,8 @@
 import { STATUS_CODES } from 'node:http'
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { isDatabaseUnavailable, outageLogFor } from '../domain/database-errors.js'
-import { WriterClosedError } from '../domain/event-writer.js'
-import type { FieldError } from '../domain/events.js'
+import type { FieldError } from '../domain/events/event.js'
+import { WriterClosedError } from '../domain/events/writer.js'
 import { errorPage } from '../views/auth-pages.js'
 
 export const PROBLEM_CONTENT_TYPE = 'application/problem+json; charset=utf-8'

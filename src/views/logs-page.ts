@@ -1,7 +1,7 @@
 // The event log: filters, the table, paging and the two download links.
 import type { EventRow } from '../db/schema.js'
-import type { EventFilter } from '../domain/event-queries.js'
-import { EVENT_STATUSES } from '../domain/events.js'
+import { EVENT_STATUSES } from '../domain/events/event.js'
+import type { EventFilter } from '../domain/events/queries.js'
 import type { SessionUser } from '../domain/sessions.js'
 import { html, type SafeHtml } from './html.js'
 import { layout, timeTag } from './layout.js'

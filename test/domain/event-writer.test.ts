@@ -1,8 +1,8 @@
 // The group-commit writer: many requests share a transaction, and one bad row fails alone.
 import assert from 'node:assert/strict'
 import { type TestContext, test } from 'node:test'
-import { eventStoreFor } from '../../src/domain/event-store.js'
-import { EventWriter, type PendingEvent, WriterClosedError } from '../../src/domain/event-writer.js'
+import { eventStoreFor } from '../../src/domain/events/store.js'
+import { EventWriter, type PendingEvent, WriterClosedError } from '../../src/domain/events/writer.js'
 import { buildTestApp, freshDatabaseUrl, testDialect } from '../helper.js'
 
 /**

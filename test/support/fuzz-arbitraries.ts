@@ -43,7 +43,7 @@ const BODY_LIMIT = 16 * 1024
 
 /**
  * Lengths in characters (code points). SPEC §1.1 fixes service, environment, version and
- * description; url, commit and deployer are the service's own limits (src/domain/events.ts).
+ * description; url, commit and deployer are the service's own limits (src/domain/events/event.ts).
  */
 const LIMITS = {
   service: 100,

@@ -2,14 +2,14 @@
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import type { EventRow, EventSource, EventStatus } from '../../src/db/schema.js'
-import type { EventFilter } from '../../src/domain/event-queries.js'
 import {
   CSV_HEADER,
   type ExportFormat,
   eventToCsvLine,
   eventToJson,
   exportEvents,
-} from '../../src/domain/export.js'
+} from '../../src/domain/events/export.js'
+import type { EventFilter } from '../../src/domain/events/queries.js'
 import { buildTestApp, type TestApp } from '../helper.js'
 import { type EventSeed, insertEvents, SEED_EPOCH, userSession } from '../support/ui.js'
 

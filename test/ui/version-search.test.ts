@@ -7,9 +7,9 @@ import { initialSchema } from '../../src/db/migrations/2026_11_21_0001_initial.j
 import { sessionsSchema } from '../../src/db/migrations/2026_11_22_0002_sessions.js'
 import { versionSearchIndex } from '../../src/db/migrations/2026_11_22_0003_version_search.js'
 import type { DB, EventRow } from '../../src/db/schema.js'
-import { type EventFilter, listEventPage } from '../../src/domain/event-queries.js'
-import { exportEvents } from '../../src/domain/export.js'
-import { indexVersions, VersionIndexer } from '../../src/domain/version-index.js'
+import { exportEvents } from '../../src/domain/events/export.js'
+import { type EventFilter, listEventPage } from '../../src/domain/events/queries.js'
+import { indexVersions, VersionIndexer } from '../../src/domain/events/version-index.js'
 import {
   addTenant,
   buildTestApp,

@@ -3,7 +3,6 @@ import type { FastifyInstance, FastifyPluginAsync, FastifyReply, FastifyRequest 
 import { Type } from 'typebox'
 import type { EventSource } from '../../db/schema.js'
 import type { OutageLog } from '../../domain/database-errors.js'
-import type { EventWriter } from '../../domain/event-writer.js'
 import {
   DEPLOY_NAMES,
   type FieldError,
@@ -11,7 +10,8 @@ import {
   LEGACY_NAMES,
   toPublicEvent,
   validateEventFields,
-} from '../../domain/events.js'
+} from '../../domain/events/event.js'
+import type { EventWriter } from '../../domain/events/writer.js'
 import type { ApiKeyVerifier, KeyUsageRecorder, VerifiedKey } from '../../domain/keys.js'
 import { HttpProblem, methodNotAllowed, problems } from '../problem.js'
 import { checkRateLimit, type RateLimitStore } from '../rate-limit.js'

@@ -1,6 +1,7 @@
 // The /logs/ page and its CSV and JSON downloads, always within the viewer's account.
 import { Readable } from 'node:stream'
 import type { FastifyPluginAsync, FastifyRequest } from 'fastify'
+import { exportEvents } from '../../domain/events/export.js'
 import {
   type EventFilter,
   FILTER_FIELDS,
@@ -8,9 +9,8 @@ import {
   listEventPage,
   parseEventFilter,
   recentNames,
-} from '../../domain/event-queries.js'
-import { exportEvents } from '../../domain/export.js'
-import { VersionIndexer } from '../../domain/version-index.js'
+} from '../../domain/events/queries.js'
+import { VersionIndexer } from '../../domain/events/version-index.js'
 import { logsPage } from '../../views/logs-page.js'
 import { HttpProblem } from '../problem.js'
 import type { UiContext } from './plugin.js'

@@ -1,5 +1,5 @@
 // Deployment events: validating what callers send and turning stored rows into the public shape.
-import type { EventRow, EventSource, EventStatus } from '../db/schema.js'
+import type { EventRow, EventSource, EventStatus } from '../../db/schema.js'
 
 export const EVENT_STATUSES: readonly EventStatus[] = ['Deploying', 'Deployed', 'Failed']
 

@@ -1,10 +1,10 @@
 // Keeps SQLite's version search index (migration 0003) up to date, in batches, off the write path.
-import type { Database } from '../db/connect.js'
+import type { Database } from '../../db/connect.js'
 
 /**
  * Adds the next events (by id) that the index does not hold yet, at most `limit`, and returns how
  * many. The index holds every event up to `events_version_index.through` and none after it, so a
- * search reads the index up to there and scans the rest (event-queries.ts). Ids only grow, in commit
+ * search reads the index up to there and scans the rest (queries.ts). Ids only grow, in commit
  * order (AUTOINCREMENT under SQLite's single writer), so whatever commits later is past `through`.
  *
  * Indexing in the inserting transaction, by trigger, made each event cost its trigrams' share of a

@@ -1,8 +1,8 @@
 // Reading an account's events: filters, query plans over the indexes, and keyset pages for the log.
 import { type Kysely, type RawBuilder, sql } from 'kysely'
-import type { DialectName } from '../config.js'
-import type { DB, EventRow, EventStatus } from '../db/schema.js'
-import { EVENT_STATUSES, type FieldError } from './events.js'
+import type { DialectName } from '../../config.js'
+import type { DB, EventRow, EventStatus } from '../../db/schema.js'
+import { EVENT_STATUSES, type FieldError } from './event.js'
 
 export interface EventFilter {
   service?: string

@@ -1,18 +1,18 @@
 // Event exports (SPEC §3.1): RFC 4180 CSV (formula-safe) and a JSON array, streamed from the database.
 import { setImmediate as nextTurn } from 'node:timers/promises'
 import { sql } from 'kysely'
-import type { Database } from '../db/connect.js'
-import { loadPg } from '../db/connect.js'
-import { copyOut } from '../db/copy-out.js'
-import type { EventRow } from '../db/schema.js'
+import type { Database } from '../../db/connect.js'
+import { loadPg } from '../../db/connect.js'
+import { copyOut } from '../../db/copy-out.js'
+import type { EventRow } from '../../db/schema.js'
+import { toPublicEvent } from './event.js'
 import {
   type EventFilter,
   type EventQueryPlan,
   type Position,
   planEventExport,
   selectEvents,
-} from './event-queries.js'
-import { toPublicEvent } from './events.js'
+} from './queries.js'
 
 /** Column order of the CSV header and key order of each JSON object (SPEC §3.1). */
 export const EXPORT_COLUMNS = [

@@ -1,9 +1,9 @@
 // Records events durably with group commit: requests that arrive while a commit is under way are
 // written together in the next transaction, so many requests share one fsync.
-import { isDatabaseUnavailable } from './database-errors.js'
-import type { EventStore, PendingEvent, RecordOutcome } from './event-store.js'
+import { isDatabaseUnavailable } from '../database-errors.js'
+import type { EventStore, PendingEvent, RecordOutcome } from './store.js'
 
-export type { PendingEvent, RecordOutcome } from './event-store.js'
+export type { PendingEvent, RecordOutcome } from './store.js'
 
 interface Waiting {
   item: PendingEvent

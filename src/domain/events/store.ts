@@ -6,9 +6,9 @@
 import { type FileHandle, open } from 'node:fs/promises'
 import type SqliteDatabase from 'better-sqlite3'
 import type pg from 'pg'
-import { type Database, openSqliteConnection, retainForProcessLifetime } from '../db/connect.js'
-import type { EventRow, EventSource } from '../db/schema.js'
-import type { EventInput } from './events.js'
+import { type Database, openSqliteConnection, retainForProcessLifetime } from '../../db/connect.js'
+import type { EventRow, EventSource } from '../../db/schema.js'
+import type { EventInput } from './event.js'
 
 /** How long an Idempotency-Key holds: a retry after this records a new event. */
 export const IDEMPOTENCY_WINDOW_MS = 24 * 60 * 60 * 1000
