@@ -24,21 +24,33 @@ export function loadPg(): typeof pg {
   return pgModule
 }
 
-export interface Database {
+interface DatabaseBase {
   readonly db: Kysely<DB>
-  readonly dialect: DialectName
-  /** The raw SQLite connection, for the few places that use its synchronous API directly. */
-  readonly sqlite: SqliteDatabase.Database | null
-  /** The SQLite file (":memory:" for a private in-memory database); null on PostgreSQL. */
-  readonly sqlitePath: string | null
-  /**
-   * A prepared statement on the SQLite connection, from the same process-lifetime cache Kysely uses
-   * (see statementCache). Only for SQLite; the hot paths use it to skip query building.
-   */
-  prepare(sql: string): SqliteDatabase.Statement
-  readonly pool: pg.Pool | null
   close(): Promise<void>
 }
+
+/** An embedded SQLite database: checking `dialect` gives its synchronous handles. */
+export interface SqliteHandle extends DatabaseBase {
+  readonly dialect: 'sqlite'
+  /** The raw SQLite connection, for the few places that use its synchronous API directly. */
+  readonly sqlite: SqliteDatabase.Database
+  /** The SQLite file (":memory:" for a private in-memory database). */
+  readonly sqlitePath: string
+  /**
+   * A prepared statement on the SQLite connection, from the same process-lifetime cache Kysely uses
+   * (see statementCache); the hot paths use it to skip query building.
+   */
+  prepare(sql: string): SqliteDatabase.Statement
+}
+
+/** A PostgreSQL database: checking `dialect` gives its pool. */
+export interface PostgresHandle extends DatabaseBase {
+  readonly dialect: 'postgres'
+  readonly pool: pg.Pool
+  readonly connectionString: string
+}
+
+export type Database = SqliteHandle | PostgresHandle
 
 export interface ConnectOptions {
   /** Called when an idle PostgreSQL connection fails (the server went away); never fatal. */
@@ -112,7 +124,7 @@ export function openSqliteConnection(
   return { sqlite, statements: statementCache(sqlite) }
 }
 
-function openSqlite(path: string): Database {
+function openSqlite(path: string): SqliteHandle {
   const { sqlite, statements } = openSqliteConnection(path)
   const db = new Kysely<DB>({ dialect: new SqliteDialect({ database: statements }) })
   return {
@@ -121,13 +133,12 @@ function openSqlite(path: string): Database {
     sqlite,
     sqlitePath: path,
     prepare: (sql) => statements.prepare(sql),
-    pool: null,
     // Kysely's SQLite driver closes the better-sqlite3 handle itself.
     close: () => db.destroy(),
   }
 }
 
-function openPostgres(connectionString: string, options: ConnectOptions): Database {
+function openPostgres(connectionString: string, options: ConnectOptions): PostgresHandle {
   const pool = new (loadPg().Pool)({
     connectionString,
     max: options.poolSize ?? 10,
@@ -151,12 +162,8 @@ function openPostgres(connectionString: string, options: ConnectOptions): Databa
   return {
     db,
     dialect: 'postgres',
-    sqlite: null,
-    sqlitePath: null,
-    prepare: () => {
-      throw new Error('prepare() is for SQLite; PostgreSQL statements go through the pool')
-    },
     pool,
+    connectionString,
     close: () => db.destroy(),
   }
 }

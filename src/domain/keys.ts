@@ -109,7 +109,6 @@ function keyLookup(database: Database): (digest: string) => Promise<KeyRow | und
     return async (digest) => statement.get(digest) as KeyRow | undefined
   }
   const pool = database.pool
-  if (!pool) throw new Error('a PostgreSQL database without its pool')
   const query = { name: 'shiplog_key_by_digest', text: `${KEY_BY_DIGEST}$1` }
   return async (digest) => (await pool.query<KeyRow>({ ...query, values: [digest] })).rows[0]
 }

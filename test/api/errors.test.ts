@@ -302,8 +302,8 @@ test('database unavailable → 503, and the service recovers by itself', async (
     restore = () => proxy.start()
   } else {
     ctx = await buildTestApp(t)
+    assert.ok(ctx.database.dialect === 'sqlite')
     const sqlite = ctx.database.sqlite
-    assert.ok(sqlite)
     // A database that cannot be written (read-only or full disk) answers like one that is away.
     cut = async () => {
       sqlite.exec('PRAGMA query_only = ON')

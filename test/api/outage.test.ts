@@ -724,8 +724,8 @@ async function inProcess(t: Cleanup, kind: 'full' | 'read-only'): Promise<{ targ
   close.push(() => app.close())
   await app.listen({ port: 0, host: '127.0.0.1' })
   const { port } = app.server.address() as AddressInfo
+  assert.ok(database.dialect === 'sqlite', 'an SQLite database has its raw connection')
   const sqlite = database.sqlite
-  assert.ok(sqlite, 'an SQLite database has its raw connection')
   const target: Target = {
     url: `http://127.0.0.1:${port}`,
     key,

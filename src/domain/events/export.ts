@@ -1,7 +1,7 @@
 // Event exports (SPEC §3.1): RFC 4180 CSV (formula-safe) and a JSON array, streamed from the database.
 import { setImmediate as nextTurn } from 'node:timers/promises'
 import { sql } from 'kysely'
-import type { Database } from '../../db/connect.js'
+import type { Database, PostgresHandle, SqliteHandle } from '../../db/connect.js'
 import { loadPg } from '../../db/connect.js'
 import { copyOut } from '../../db/copy-out.js'
 import type { EventRow } from '../../db/schema.js'
@@ -290,7 +290,7 @@ interface CsvCellsRow {
  * The ten cells after id and time of one event, read and escaped one by one; undefined when the
  * event was deleted since its chunk was read (it is then left out, as if deleted just before).
  */
-function sqliteCsvCells(database: Database, id: number): string | undefined {
+function sqliteCsvCells(database: SqliteHandle, id: number): string | undefined {
   const row = database
     .prepare(
       'select service, environment, version, status, url, commit_sha, description, deployer, source, api_key_name ' +
@@ -308,7 +308,7 @@ function sqliteCsvCells(database: Database, id: number): string | undefined {
 type CsvRow = [id: number, receivedAt: number, cells: string]
 type JsonRow = [id: number, receivedAt: number, object: string]
 
-function sqliteCsvChunk(database: Database, rows: CsvRow[]): Buffer {
+function sqliteCsvChunk(database: SqliteHandle, rows: CsvRow[]): Buffer {
   const chunk = new ChunkBytes(rows.length * 256)
   for (const [id, receivedAt, joined] of rows) {
     const cells = PLAIN_CELLS.test(joined) ? joined : sqliteCsvCells(database, id)
@@ -356,7 +356,7 @@ function sqliteJsonChunk(rows: JsonRow[], first: boolean): Buffer {
 }
 
 async function* sqliteChunks(
-  database: Database,
+  database: SqliteHandle,
   plan: EventQueryPlan,
   format: ExportFormat,
   chunkRows: number,
@@ -572,14 +572,13 @@ interface PostgresChunk {
 }
 
 async function postgresChunk(
-  database: Database,
+  database: PostgresHandle,
   plan: EventQueryPlan,
   format: ExportFormat,
   chunkRows: number,
   after: Position | undefined,
 ): Promise<PostgresChunk> {
   const pool = database.pool
-  if (!pool) throw new Error('export: no PostgreSQL pool')
   // PostgreSQL plans have one part: its trigram index is the planner's business.
   const part = plan.parts[0]
   if (!part || plan.parts.length !== 1) throw new Error('export: a PostgreSQL plan has one part')
@@ -610,7 +609,7 @@ async function postgresChunk(
 }
 
 async function* postgresChunks(
-  database: Database,
+  database: PostgresHandle,
   plan: EventQueryPlan,
   format: ExportFormat,
   chunkRows: number,

@@ -6,7 +6,12 @@
 import { type FileHandle, open } from 'node:fs/promises'
 import type SqliteDatabase from 'better-sqlite3'
 import type pg from 'pg'
-import { type Database, openSqliteConnection, retainForProcessLifetime } from '../../db/connect.js'
+import {
+  type Database,
+  openSqliteConnection,
+  retainForProcessLifetime,
+  type SqliteHandle,
+} from '../../db/connect.js'
 import type { EventRow, EventSource } from '../../db/schema.js'
 import type { EventInput } from './event.js'
 
@@ -39,7 +44,6 @@ export interface EventStore {
 
 export function eventStoreFor(database: Database): EventStore {
   if (database.dialect === 'sqlite') return new SqliteEventStore(database)
-  if (!database.pool) throw new Error('a PostgreSQL database without its pool')
   return new PostgresEventStore(database.pool)
 }
 
@@ -183,11 +187,10 @@ class SqliteEventStore implements EventStore {
   readonly #wal: WalFlusher | null
   readonly #connection: SqliteDatabase.Database | null
 
-  constructor(database: Database) {
+  constructor(database: SqliteHandle) {
     const path = database.sqlitePath
-    if (path === null || path === ':memory:') {
+    if (path === ':memory:') {
       const sqlite = database.sqlite
-      if (!sqlite) throw new Error('a SQLite database without its connection')
       this.#write = sqliteBatchWriter(sqlite, (sql) => database.prepare(sql))
       this.#wal = null
       this.#connection = null

@@ -1,5 +1,5 @@
 // Keeps SQLite's version search index (migration 0003) up to date, in batches, off the write path.
-import type { Database } from '../../db/connect.js'
+import type { Database, SqliteHandle } from '../../db/connect.js'
 
 /**
  * Adds the next events (by id) that the index does not hold yet, at most `limit`, and returns how
@@ -25,7 +25,7 @@ export function indexVersions(database: Database, limit: number): number {
   }
 }
 
-function indexBatch(database: Database, limit: number): number {
+function indexBatch(database: SqliteHandle, limit: number): number {
   // The write lock is taken first, so `through` cannot move under this batch (another process
   // indexing the same file waits, then starts after it). This fails, and nothing is done, when a
   // transaction of Kysely's is open on the connection.
@@ -51,7 +51,7 @@ function indexBatch(database: Database, limit: number): number {
     return batch.count
   } catch (err) {
     // The transaction is this function's own: it began above.
-    if (database.sqlite?.inTransaction) database.prepare('rollback').run()
+    if (database.sqlite.inTransaction) database.prepare('rollback').run()
     throw err
   }
 }
