@@ -5,19 +5,18 @@ import { ConfigError, loadConfig, redactUrl } from '../config.js'
 import { type Database, openDatabase } from '../db/connect.js'
 import { migrateToLatest } from '../db/migrate.js'
 import { announceRevocation } from '../db/revocations.js'
-import type { UserRole } from '../db/schema.js'
 import {
   accountNameProblem,
   createUser,
   emailProblem,
   ensureAccount,
   findAccountByName,
-  hasControlCharacter,
   UserExistsError,
 } from '../domain/accounts.js'
 import { isDatabaseUnavailable } from '../domain/database-errors.js'
-import { createApiKey, KEY_NAME_MAX, listApiKeys, revokeApiKey } from '../domain/keys.js'
+import { createApiKey, listApiKeys, revokeApiKey } from '../domain/keys.js'
 import { passwordProblem } from '../domain/passwords.js'
+import { isUserRole, nameProblem, printableName, USER_ROLES } from '../domain/text-rules.js'
 import { PACKAGE_JSON } from '../paths.js'
 import { serveUntilSignalled } from '../server.js'
 
@@ -112,8 +111,7 @@ async function usersCreate(args: string[]): Promise<void> {
   const email = required(values, 'email', usage)
   if (!values['password-stdin']) throw new CliError(`--password-stdin is required (${usage})`, 2)
   const role = values.role
-  if (role !== 'admin' && role !== 'member')
-    throw new CliError(`--role must be admin or member, got "${role}"`, 2)
+  if (!isUserRole(role)) throw new CliError(`--role must be ${USER_ROLES.join(' or ')}, got "${role}"`, 2)
   const accountProblem = accountNameProblem(account)
   if (accountProblem) throw new CliError(`--account ${accountProblem}`, 2)
   const badEmail = emailProblem(email)
@@ -129,7 +127,7 @@ async function usersCreate(args: string[]): Promise<void> {
       // One transaction: a refused user must not leave a new, empty account behind.
       const { user, acct } = await db.transaction().execute(async (trx) => {
         const acct = await ensureAccount(trx, account)
-        const user = await createUser(trx, { accountId: acct.id, email, password, role: role as UserRole })
+        const user = await createUser(trx, { accountId: acct.id, email, password, role })
         return { user, acct }
       })
       process.stderr.write(`created ${user.role} ${user.email} in account "${acct.name}"\n`)
@@ -159,9 +157,8 @@ async function keysCreate(args: string[]): Promise<void> {
   })
   const accountName = required(values, 'account', usage)
   const name = required(values, 'name', usage).trim()
-  if ([...name].length > KEY_NAME_MAX)
-    throw new CliError(`--name must be at most ${KEY_NAME_MAX} characters`, 2)
-  if (hasControlCharacter(name)) throw new CliError('--name must not contain control characters', 2)
+  const badName = nameProblem(name)
+  if (badName) throw new CliError(`--name ${badName}`, 2)
   await withDatabase(async (database) => {
     const account = await accountOrFail(database, accountName)
     const { key } = await createApiKey(database.db, { accountId: account.id, name, createdBy: 'cli' })
@@ -184,10 +181,10 @@ async function keysList(args: string[]): Promise<void> {
       ['ID', 'NAME', 'PREFIX', 'CREATED', 'CREATED BY', 'LAST USED', 'STATUS'],
       ...keys.map((k) => [
         String(k.id),
-        k.name,
+        printableName(k.name),
         `${k.prefix}…`,
         formatTime(k.created_at),
-        k.created_by,
+        printableName(k.created_by),
         formatTime(k.last_used_at),
         k.revoked_at === null ? 'active' : `revoked ${formatTime(k.revoked_at)}`,
       ]),

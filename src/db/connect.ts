@@ -5,7 +5,7 @@ import { dirname } from 'node:path'
 import SqliteDatabase from 'better-sqlite3'
 import { Kysely, PostgresDialect, SqliteDialect, type SqliteDatabase as SqliteDialectDatabase } from 'kysely'
 import type pg from 'pg'
-import type { DatabaseTarget, DialectName } from '../config.js'
+import type { DatabaseTarget } from '../config.js'
 import type { DB } from './schema.js'
 
 // pg is loaded on first use, so an installation on SQLite does not load it at every start.

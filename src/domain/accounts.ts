@@ -2,16 +2,11 @@
 import type { Kysely } from 'kysely'
 import type { Account, DB, User, UserRole } from '../db/schema.js'
 import { hashPassword } from './passwords.js'
-
-export const ACCOUNT_NAME_MAX = 100
+import { nameProblem } from './text-rules.js'
 
 /** Null when acceptable, else the reason in words. */
 export function accountNameProblem(name: string): string | null {
-  const trimmed = name.trim()
-  if (trimmed === '') return 'must not be empty'
-  if ([...trimmed].length > ACCOUNT_NAME_MAX) return `must be at most ${ACCOUNT_NAME_MAX} characters`
-  if (hasControlCharacter(trimmed)) return 'must not contain control characters'
-  return null
+  return nameProblem(name.trim())
 }
 
 // Deliberately simple: one @, something on each side, no spaces. Real checking is sending mail.
@@ -25,14 +20,6 @@ export function emailProblem(email: string): string | null {
   const e = normaliseEmail(email)
   if (e.length > 254 || !EMAIL_PATTERN.test(e)) return 'must be an email address'
   return null
-}
-
-export function hasControlCharacter(value: string): boolean {
-  for (let i = 0; i < value.length; i++) {
-    const c = value.charCodeAt(i)
-    if (c <= 0x1f || c === 0x7f) return true
-  }
-  return false
 }
 
 export async function findAccountByName(db: Kysely<DB>, name: string): Promise<Account | undefined> {

@@ -1,15 +1,15 @@
 // API keys: creation (shown once), lookup by digest, revocation, and last-used bookkeeping.
-import { createHash, randomInt } from 'node:crypto'
+import { randomInt } from 'node:crypto'
 import type { Kysely } from 'kysely'
 import type { Database } from '../db/connect.js'
 import type { ApiKeyRow, DB } from '../db/schema.js'
+import { sha256Hex } from './text-rules.js'
 
 const BASE62 = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz'
 export const KEY_PREFIX = 'shl_'
 const KEY_RANDOM_LENGTH = 40 // 40 base62 characters: about 238 bits
 const DISPLAY_PREFIX_LENGTH = KEY_PREFIX.length + 8
 export const KEY_PATTERN = /^shl_[0-9A-Za-z]{32,128}$/
-export const KEY_NAME_MAX = 100
 
 export function generateApiKey(): string {
   let out = KEY_PREFIX
@@ -17,9 +17,8 @@ export function generateApiKey(): string {
   return out
 }
 
-export function digestApiKey(key: string): string {
-  return createHash('sha256').update(key, 'utf8').digest('hex')
-}
+/** What the database keeps of a key. */
+export const digestApiKey: (key: string) => string = sha256Hex
 
 export interface CreatedApiKey {
   /** The plaintext: returned once, never stored. */

@@ -1,15 +1,14 @@
 // Server-side login sessions: the cookie holds a random token, the database its digest.
-import { createHash, randomBytes } from 'node:crypto'
+import { randomBytes } from 'node:crypto'
 import type { Kysely } from 'kysely'
 import type { DB, UserRole } from '../db/schema.js'
+import { sha256Hex } from './text-rules.js'
 
 export const SESSION_LIFETIME_MS = 14 * 24 * 60 * 60 * 1000
 // Extending the session on every page view would be a write per request; once a while is enough.
 const TOUCH_EVERY_MS = 5 * 60 * 1000
 
-function digest(token: string): string {
-  return createHash('sha256').update(token, 'utf8').digest('hex')
-}
+const digest = sha256Hex
 
 /** Who is logged in, as pages need it. */
 export interface SessionUser {

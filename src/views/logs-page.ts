@@ -1,8 +1,8 @@
 // The event log: filters, the table, paging and the two download links.
 import type { EventRow } from '../db/schema.js'
-import { EVENT_STATUSES } from '../domain/events/event.js'
 import type { EventFilter } from '../domain/events/queries.js'
 import type { SessionUser } from '../domain/sessions.js'
+import { EVENT_STATUSES } from '../domain/text-rules.js'
 import { html, type SafeHtml } from './html.js'
 import { layout, timeTag } from './layout.js'
 

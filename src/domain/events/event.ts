@@ -1,7 +1,13 @@
 // Deployment events: validating what callers send and turning stored rows into the public shape.
-import type { EventRow, EventSource, EventStatus } from '../../db/schema.js'
-
-export const EVENT_STATUSES: readonly EventStatus[] = ['Deploying', 'Deployed', 'Failed']
+import { type Static, Type } from 'typebox'
+import type { EventRow, EventStatus } from '../../db/schema.js'
+import {
+  canonicalStatus,
+  characterCount,
+  hasControlCharacter,
+  isWellFormedText,
+  STATUS_CHOICES,
+} from '../text-rules.js'
 
 /** A validated event, ready to store. */
 export interface EventInput {
@@ -41,25 +47,6 @@ const LIMITS = {
   deployer: 200,
 } as const
 
-function codePointLength(value: string): number {
-  let n = 0
-  for (const _ of value) n++
-  return n
-}
-
-function controlCharacter(value: string): boolean {
-  for (let i = 0; i < value.length; i++) {
-    const c = value.charCodeAt(i)
-    if (c <= 0x1f || c === 0x7f) return true
-  }
-  return false
-}
-
-/** Unpaired UTF-16 surrogates cannot be stored as UTF-8 text, so they are refused like control bytes. */
-function loneSurrogate(value: string): boolean {
-  return !value.isWellFormed()
-}
-
 type FieldCheck = { value: string | null; error?: string }
 
 function checkText(raw: unknown, limit: number, required: boolean): FieldCheck {
@@ -71,15 +58,11 @@ function checkText(raw: unknown, limit: number, required: boolean): FieldCheck {
   if (typeof raw !== 'string') return { value: null, error: 'must be a string' }
   const value = raw.trim()
   if (value === '') return required ? { value: null, error: 'must not be empty' } : { value: null }
-  if (controlCharacter(value)) return { value: null, error: 'must not contain control characters' }
-  if (loneSurrogate(value)) return { value: null, error: 'must be valid Unicode text' }
-  if (codePointLength(value) > limit) return { value: null, error: `must be at most ${limit} characters` }
+  if (hasControlCharacter(value)) return { value: null, error: 'must not contain control characters' }
+  // Unpaired UTF-16 surrogates cannot be stored as UTF-8 text, so they are refused like control bytes.
+  if (!isWellFormedText(value)) return { value: null, error: 'must be valid Unicode text' }
+  if (characterCount(value) > limit) return { value: null, error: `must be at most ${limit} characters` }
   return { value }
-}
-
-function canonicalStatus(value: string): EventStatus | undefined {
-  const lower = value.toLowerCase()
-  return EVENT_STATUSES.find((s) => s.toLowerCase() === lower)
 }
 
 function own(fields: Record<string, unknown>, name: string): unknown {
@@ -109,10 +92,10 @@ export function validateEventFields(
   if (statusText !== null) {
     status = canonicalStatus(statusText)
     if (!status) {
-      errors.push({ field: 'status', message: `status must be one of ${EVENT_STATUSES.join(', ')}` })
+      errors.push({ field: 'status', message: STATUS_CHOICES })
     }
   } else if (!errors.some((e) => e.field === 'status')) {
-    errors.push({ field: 'status', message: `status must be one of ${EVENT_STATUSES.join(', ')}` })
+    errors.push({ field: 'status', message: STATUS_CHOICES })
   }
 
   const url = take('url', LIMITS.url, false)
@@ -138,21 +121,31 @@ function isWebUrl(value: string): boolean {
   }
 }
 
-/** The public shape of a stored event: the 201 body, and one record of the JSON export. */
-export interface PublicEvent {
-  id: number
-  received_at: string
-  service: string
-  environment: string
-  version: string
-  status: EventStatus
-  url: string | null
-  commit: string | null
-  description: string | null
-  deployer: string | null
-  source: EventSource
-  api_key_name: string | null
-}
+const NullableString = Type.Union([Type.String(), Type.Null()])
+
+/**
+ * The public shape of a stored event, defined once: the 201 answer of every ingest form, the read
+ * API's events, one JSON export record, and (its keys in order) the CSV export's columns.
+ */
+export const PublicEventSchema = Type.Object({
+  id: Type.Integer({ minimum: 1, examples: [123] }),
+  received_at: Type.String({ format: 'date-time', examples: ['2026-11-21T22:40:00.123Z'] }),
+  service: Type.String({ examples: ['App1'] }),
+  environment: Type.String({ examples: ['Prod'] }),
+  version: Type.String({ examples: ['1.0.3'] }),
+  status: Type.Union([Type.Literal('Deploying'), Type.Literal('Deployed'), Type.Literal('Failed')]),
+  url: NullableString,
+  commit: NullableString,
+  description: NullableString,
+  deployer: NullableString,
+  source: Type.Union([Type.Literal('put-get'), Type.Literal('put-post'), Type.Literal('deploy')]),
+  api_key_name: NullableString,
+})
+
+export type PublicEvent = Static<typeof PublicEventSchema>
+
+/** Column order of the CSV header and key order of each JSON object (SPEC §3.1). */
+export const EXPORT_COLUMNS = Object.keys(PublicEventSchema.properties) as readonly (keyof PublicEvent)[]
 
 export function toPublicEvent(row: EventRow): PublicEvent {
   return {

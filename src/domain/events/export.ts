@@ -5,7 +5,7 @@ import type { Database, PostgresHandle, SqliteHandle } from '../../db/connect.js
 import { loadPg } from '../../db/connect.js'
 import { copyOut } from '../../db/copy-out.js'
 import type { EventRow } from '../../db/schema.js'
-import { toPublicEvent } from './event.js'
+import { EXPORT_COLUMNS, toPublicEvent } from './event.js'
 import {
   type EventFilter,
   type EventQueryPlan,
@@ -13,22 +13,6 @@ import {
   planEventExport,
   selectEvents,
 } from './queries.js'
-
-/** Column order of the CSV header and key order of each JSON object (SPEC §3.1). */
-export const EXPORT_COLUMNS = [
-  'id',
-  'received_at',
-  'service',
-  'environment',
-  'version',
-  'status',
-  'url',
-  'commit',
-  'description',
-  'deployer',
-  'source',
-  'api_key_name',
-] as const
 
 export type ExportFormat = 'csv' | 'json'
 

@@ -2,7 +2,8 @@
 import { type Kysely, type RawBuilder, sql } from 'kysely'
 import type { DialectName } from '../../config.js'
 import type { DB, EventRow, EventStatus } from '../../db/schema.js'
-import { EVENT_STATUSES, type FieldError } from './event.js'
+import { canonicalStatus, characterCount, STATUS_CHOICES } from '../text-rules.js'
+import type { FieldError } from './event.js'
 
 export interface EventFilter {
   service?: string
@@ -60,9 +61,9 @@ export function parseEventFilter(query: Record<string, unknown>): {
   if (version) filter.version = version
   const status = single(query.status)
   if (status) {
-    const canonical = EVENT_STATUSES.find((s) => s.toLowerCase() === status.toLowerCase())
+    const canonical = canonicalStatus(status)
     if (canonical) filter.status = canonical
-    else errors.push({ field: 'status', message: `status must be one of ${EVENT_STATUSES.join(', ')}` })
+    else errors.push({ field: 'status', message: STATUS_CHOICES })
   }
   for (const bound of ['from', 'to'] as const) {
     const text = single(query[bound])
@@ -101,12 +102,6 @@ function casefold(text: string): string {
   return text.toLowerCase()
 }
 
-function codePoints(text: string): number {
-  let n = 0
-  for (const _ of text) n++
-  return n
-}
-
 /**
  * The version text search, exactly as it has always matched: PostgreSQL's ILIKE (served by the
  * pg_trgm index of migration 0003 when the planner finds that cheaper). SQLite: LIKE already
@@ -131,7 +126,7 @@ function versionMatches(dialect: DialectName, needle: string): RawBuilder<unknow
  */
 function versionIndexQuery(needle: string): string | null {
   const folded = casefold(needle)
-  if (codePoints(folded) < 3) return null
+  if (characterCount(folded) < 3) return null
   return `"${folded.replaceAll('"', '""')}"`
 }
 

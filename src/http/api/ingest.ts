@@ -8,6 +8,7 @@ import {
   type FieldError,
   type FieldNames,
   LEGACY_NAMES,
+  PublicEventSchema,
   toPublicEvent,
   validateEventFields,
 } from '../../domain/events/event.js'
@@ -39,23 +40,8 @@ export interface IngestOptions {
   rateLimitStore: RateLimitStore
 }
 
-const NullableString = Type.Union([Type.String(), Type.Null()])
-
 /** The stored event, as every form answers it. */
-export const EventResponse = Type.Object({
-  id: Type.Integer({ minimum: 1 }),
-  received_at: Type.String(),
-  service: Type.String(),
-  environment: Type.String(),
-  version: Type.String(),
-  status: Type.String(),
-  url: NullableString,
-  commit: NullableString,
-  description: NullableString,
-  deployer: NullableString,
-  source: Type.String(),
-  api_key_name: NullableString,
-})
+const EventResponse = PublicEventSchema
 
 const ProblemResponse = Type.Object(
   {

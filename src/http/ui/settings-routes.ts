@@ -6,14 +6,14 @@ import {
   changeRole,
   createUser,
   emailProblem,
-  hasControlCharacter,
   LastAdminError,
   listUsers,
   removeUser,
   UserExistsError,
 } from '../../domain/accounts.js'
-import { createApiKey, KEY_NAME_MAX, listApiKeys, revokeApiKey } from '../../domain/keys.js'
+import { createApiKey, listApiKeys, revokeApiKey } from '../../domain/keys.js'
 import type { SessionUser } from '../../domain/sessions.js'
+import { isUserRole, nameProblem } from '../../domain/text-rules.js'
 import { type SettingsPageData, settingsPage } from '../../views/settings-page.js'
 import { HttpProblem } from '../problem.js'
 import { formField, type UiContext } from './plugin.js'
@@ -115,9 +115,9 @@ export const settingsRoutes: FastifyPluginAsync<UiContext> = async (app, ctx) =>
     if (!user) return reply
     const name = formField(request, 'name').trim()
     const errors: string[] = []
+    const badName = nameProblem(name)
     if (name === '') errors.push('Give the key a name.')
-    else if ([...name].length > KEY_NAME_MAX) errors.push(`A key name is at most ${KEY_NAME_MAX} characters.`)
-    else if (hasControlCharacter(name)) errors.push('A key name cannot contain control characters.')
+    else if (badName) errors.push(`The key name ${badName}.`)
     if (errors.length > 0) return render(request, reply, user, { errors }, 422)
     const { key } = await createApiKey(db, {
       accountId: user.accountId,
@@ -147,15 +147,15 @@ export const settingsRoutes: FastifyPluginAsync<UiContext> = async (app, ctx) =>
     const errors: string[] = []
     const badEmail = emailProblem(email)
     if (badEmail) errors.push(`Email ${badEmail}.`)
-    if (role !== 'admin' && role !== 'member') errors.push('Role must be admin or member.')
-    if (errors.length > 0) return render(request, reply, user, { errors }, 422)
+    if (!isUserRole(role)) errors.push('Role must be admin or member.')
+    if (errors.length > 0 || !isUserRole(role)) return render(request, reply, user, { errors }, 422)
     const password = oneTimePassword()
     try {
       const created = await createUser(db, {
         accountId: user.accountId,
         email,
         password,
-        role: role as 'admin' | 'member',
+        role,
         oneTimePassword: true,
       })
       return render(request, reply, user, { newPassword: { email: created.email, password } }, 201)
@@ -171,7 +171,7 @@ export const settingsRoutes: FastifyPluginAsync<UiContext> = async (app, ctx) =>
     const user = admin(request, reply)
     if (!user) return reply
     const role = formField(request, 'role')
-    if (role !== 'admin' && role !== 'member') {
+    if (!isUserRole(role)) {
       return render(request, reply, user, { errors: ['Role must be admin or member.'] }, 422)
     }
     const refused = await keepingAnAdmin(() => changeRole(db, user.accountId, idParam(request), role))
