@@ -29,10 +29,38 @@ export interface PendingEvent {
   receivedAt: number
 }
 
+/**
+ * What became of one request. `stored`: a new event. `replayed`: its Idempotency-Key matched an
+ * earlier request with the same values, nothing new was stored and `event` is the first one.
+ * `key-reused`: the key matched an earlier request with different values (a client bug), nothing
+ * was stored and `event` is the earlier event, which the caller must not answer as this one.
+ */
 export interface RecordOutcome {
+  kind: 'stored' | 'replayed' | 'key-reused'
   event: EventRow
-  /** True when the Idempotency-Key matched an earlier request and nothing new was stored. */
-  replayed: boolean
+}
+
+/**
+ * Whether a request repeats a stored event: the validated event fields, which are what a caller
+ * means by "the same event". The request form (source), the key and the arrival time are left
+ * out: a pipeline that retries through another form still sends the same event.
+ */
+export function sameEventValues(stored: EventRow, input: EventInput): boolean {
+  return (
+    stored.service === input.service &&
+    stored.environment === input.environment &&
+    stored.version === input.version &&
+    stored.status === input.status &&
+    stored.url === input.url &&
+    stored.commit_sha === input.commit &&
+    stored.description === input.description &&
+    stored.deployer === input.deployer
+  )
+}
+
+/** The answer to a request whose Idempotency-Key was already claimed by `original`. */
+function repeatOutcome(original: EventRow, item: PendingEvent): RecordOutcome {
+  return { kind: sameEventValues(original, item.input) ? 'replayed' : 'key-reused', event: original }
 }
 
 /** Stores a batch in one transaction: all of it, in order, or (when it throws) none of it. */
@@ -87,17 +115,17 @@ function storedRow(item: PendingEvent, id: number): EventRow {
 }
 
 /**
- * What writing one item gave: the new event's id, or, for a replayed Idempotency-Key, the event
- * stored the first time.
+ * What writing one item gave: the new event's id, or, for an Idempotency-Key already claimed, the
+ * outcome of the repeat (replayed or key-reused).
  */
-export type WriteResult = number | EventRow
+export type WriteResult = number | RecordOutcome
 
 export function outcomesOf(items: readonly PendingEvent[], results: readonly WriteResult[]): RecordOutcome[] {
   if (results.length !== items.length) throw new Error(`stored ${results.length} of ${items.length} events`)
   return results.map((result, i) =>
     typeof result === 'number'
-      ? { event: storedRow(items[i] as PendingEvent, result), replayed: false }
-      : { event: result, replayed: true },
+      ? { kind: 'stored', event: storedRow(items[i] as PendingEvent, result) }
+      : result,
   )
 }
 
@@ -160,7 +188,7 @@ function sqliteBatchWriter(
     if (claimKey.get(item.accountId, key, item.receivedAt) === undefined) {
       const original = claimedEvent.get(item.accountId, key) as EventRow | undefined
       if (!original) throw new Error('idempotency record without its event')
-      return original
+      return repeatOutcome(original, item)
     }
     const id = insert(item)
     linkKey.run(id, item.accountId, key)
@@ -388,7 +416,7 @@ async function writeIdempotent(db: Queryable, item: PendingEvent, key: string): 
     const original = await db.query<EventRow>({ ...PG_SQL.claimedEvent, values: [item.accountId, key] })
     const event = original.rows[0]
     if (!event) throw new Error('idempotency record without its event')
-    return { event, replayed: true }
+    return repeatOutcome(event, item)
   }
   const [outcome] = await insertPlain(db, [item])
   if (!outcome) throw new Error('event write returned no row')
