@@ -403,11 +403,49 @@ test('a status the server refuses exits 3 and shows the server’s 422 message',
   assert.equal(run.stdout, '', describeRun(run))
   assert.match(run.stderr, /422/, describeRun(run))
   for (const message of messages) {
-    assert.ok(run.stderr.includes(message), `stderr shows "${message}": ${describeRun(run)}`)
+    // Once: the detail of a one-field problem is that field's message, and it is not listed again.
+    assert.equal(
+      run.stderr.split(message).length - 1,
+      1,
+      `stderr shows "${message}" exactly once: ${describeRun(run)}`,
+    )
   }
   assert.match(run.stderr, /Deploying/, `the allowed values reach the user: ${describeRun(run)}`)
   assert.deepEqual(await eventsOf(service), [])
 })
+
+test('several refused fields are each listed once under the server’s summary', TEST_TIMEOUT, async (t) => {
+  const service = uniqueService('badfields')
+  const run = await deploy(t, {
+    args: fiveArgs(service, 'x'.repeat(101), '1.0.3', 'Shipped'),
+    key: fx().key,
+    serverUrl: fx().server.url,
+  })
+  assert.equal(run.code, 3, describeRun(run))
+  const lines = run.stderr.trimEnd().split('\n')
+  assert.match(lines[0] ?? '', /HTTP 422\): 2 fields are invalid\.$/, describeRun(run))
+  assert.equal(lines.length, 3, describeRun(run))
+  assert.match(lines[1] ?? '', /^ {2}- environment must be at most 100 characters$/, describeRun(run))
+  assert.match(lines[2] ?? '', /^ {2}- status must be one of/, describeRun(run))
+  assert.deepEqual(await eventsOf(service), [])
+})
+
+test(
+  'the success line shows the event as stored (trimmed, canonical status), not as typed',
+  TEST_TIMEOUT,
+  async (t) => {
+    const service = uniqueService('echo')
+    const run = await deploy(t, {
+      args: fiveArgs(`  ${service} `, ' Prod ', ' 1.0.3 ', 'deployed'),
+      key: fx().key,
+      serverUrl: fx().server.url,
+    })
+    assertRecorded(run)
+    const row = await onlyEventOf(service)
+    assert.equal(row.status, 'Deployed')
+    assert.equal(run.stdout, `recorded event ${row.id}: ${service} 1.0.3 Deployed in Prod\n`)
+  },
+)
 
 test(
   'a key the server does not know exits 3 with the 401, once, and the key is not printed',
