@@ -70,10 +70,24 @@ export interface EventStore {
   close(): Promise<void>
 }
 
-export function eventStoreFor(database: Database): EventStore {
-  if (database.dialect === 'sqlite') return new SqliteEventStore(database)
+/** The part of an open file the store uses to flush the SQLite WAL. */
+export type WalFile = Pick<FileHandle, 'sync' | 'close'>
+
+export interface EventStoreOptions {
+  /**
+   * Opens the WAL file for the fsync after each commit. Tests pass a wrapper around the default
+   * to see that the fsync happens, on which file, and before any event of the batch is answered.
+   */
+  openWal?: (path: string) => Promise<WalFile>
+}
+
+export function eventStoreFor(database: Database, options: EventStoreOptions = {}): EventStore {
+  if (database.dialect === 'sqlite') return new SqliteEventStore(database, options.openWal ?? openForSync)
   return new PostgresEventStore(database.pool)
 }
+
+/** Read-only is enough: fsync flushes whatever any process wrote to the file. */
+const openForSync = (path: string): Promise<WalFile> => open(path, 'r')
 
 const COLUMNS = [
   'account_id',
@@ -215,7 +229,7 @@ class SqliteEventStore implements EventStore {
   readonly #wal: WalFlusher | null
   readonly #connection: SqliteDatabase.Database | null
 
-  constructor(database: SqliteHandle) {
+  constructor(database: SqliteHandle, openWal: (path: string) => Promise<WalFile>) {
     const path = database.sqlitePath
     if (path === ':memory:') {
       const sqlite = database.sqlite
@@ -226,7 +240,7 @@ class SqliteEventStore implements EventStore {
     }
     const { sqlite, statements } = openSqliteConnection(path, { synchronous: 'NORMAL' })
     this.#write = sqliteBatchWriter(sqlite, (sql) => statements.prepare(sql))
-    this.#wal = new WalFlusher(`${path}-wal`)
+    this.#wal = new WalFlusher(`${path}-wal`, openWal)
     this.#connection = sqlite
   }
 
@@ -248,11 +262,14 @@ class SqliteEventStore implements EventStore {
  * that arrives meanwhile shares that next one.
  */
 class WalFlusher {
-  #handle: Promise<FileHandle> | null = null
+  #handle: Promise<WalFile> | null = null
   #running: Promise<void> | null = null
   #next: Promise<void> | null = null
 
-  constructor(private readonly path: string) {}
+  constructor(
+    private readonly path: string,
+    private readonly openWal: (path: string) => Promise<WalFile>,
+  ) {}
 
   flush(): Promise<void> {
     const running = this.#running
@@ -279,7 +296,7 @@ class WalFlusher {
 
   async #sync(): Promise<void> {
     // Opened on first use: SQLite creates the WAL file at the first commit, which precedes this.
-    this.#handle ??= open(this.path, 'r')
+    this.#handle ??= this.openWal(this.path)
     try {
       await (await this.#handle).sync()
     } catch (err) {
