@@ -763,3 +763,105 @@ test(
     assert.equal(row.version, '1.0.3')
   },
 )
+
+// ---------------------------------------------------------------------------------------------
+// The original image's script (README, "Switching from the original image"): it pastes the five
+// arguments into a GET /put URL without encoding them and runs curl without -f. Shiplog cannot
+// repair what such a URL loses; these are the outcomes the README documents, value by value.
+
+/** The original wrapper's request, as the review reproduced it: curl on an unencoded URL. */
+const ORIGINAL_SCRIPT = 'curl -s -H "X-API-Key: $1" "$SHIPLOG_URL/put?app=$2&env=$3&version=$4&status=$5"'
+
+async function originalScript(
+  t: Cleanup,
+  args: [string, string, string, string],
+): Promise<{ code: number | null; stdout: string }> {
+  const child = spawn('sh', ['-c', ORIGINAL_SCRIPT, 'original-deploy', fx().key, ...args], {
+    env: processEnv(undefined, { SHIPLOG_URL: fx().server.url }),
+    stdio: ['ignore', 'pipe', 'pipe'],
+  })
+  t.after(() => {
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL')
+  })
+  let stdout = ''
+  child.stdout.setEncoding('utf8').on('data', (chunk: string) => {
+    stdout += chunk
+  })
+  child.stderr.resume()
+  const code = await withTimeout(
+    new Promise<number | null>((resolve, reject) => {
+      child.once('error', reject)
+      child.once('close', (exitCode) => resolve(exitCode))
+    }),
+    RUN_TIMEOUT_MS,
+    'the original script did not finish',
+  )
+  return { code, stdout }
+}
+
+test('the original image’s unencoded URL: what arrives intact, what is changed, what is lost (as the README says)', {
+  ...TEST_TIMEOUT,
+}, async (t) => {
+  const cases: Array<{
+    version: string
+    /** What the database holds afterwards: the version as stored, or null for nothing. */
+    stored: string | null
+    /** The script's exit code: curl's, so 0 even when the server refused. */
+    code: number
+    answer?: RegExp
+  }> = [
+    // Letters, digits and - . _ ~ : / = ? @ ! $ ' ( ) * , ; arrive unchanged.
+    { version: 'master:4d0r98wa', stored: 'master:4d0r98wa', code: 0 },
+    { version: 'release/2026-11_rc.1~a', stored: 'release/2026-11_rc.1~a', code: 0 },
+    { version: "v=1?(a),b;c@d!e$f'g*", stored: "v=1?(a),b;c@d!e$f'g*", code: 0 },
+    // + means a space in a query string (SPEC §1.1): the server cannot tell it was meant as +.
+    { version: '1.0.3+build.7', stored: '1.0.3 build.7', code: 0 },
+    // & starts the next parameter: the version is cut there.
+    { version: 'R&D', stored: 'R', code: 0 },
+    // %XX is decoded; a lone % is refused (400) and the script still exits 0.
+    { version: '50%25', stored: '50%', code: 0 },
+    { version: '100%', stored: null, code: 0, answer: /"status":400/ },
+    // # starts the fragment, which curl does not send: status goes missing, 422, exit 0.
+    { version: 'v1#2', stored: null, code: 0, answer: /"status":422/ },
+    // Raw UTF-8 in the request line is not HTTP/1.1: 400, exit 0.
+    { version: 'Déploiement', stored: null, code: 0, answer: /"status":400/ },
+    // curl's own URL rules: {…} and […] are globbing patterns, a space makes the URL invalid.
+    { version: '{x}', stored: 'x', code: 0 },
+    { version: '[x]', stored: null, code: 3 },
+    { version: '1.0 final', stored: null, code: 3 },
+  ]
+  const report: string[] = []
+  for (const c of cases) {
+    const service = uniqueService('original')
+    const run = await originalScript(t, [service, 'Prod', c.version, 'Deployed'])
+    const rows = await eventsOf(service)
+    report.push(`${c.version} -> exit ${run.code}, stored ${JSON.stringify(rows.map((r) => r.version))}`)
+    assert.equal(run.code, c.code, `${c.version}: exit code; ${run.stdout}`)
+    assert.deepEqual(
+      rows.map((r) => r.version),
+      c.stored === null ? [] : [c.stored],
+      `${c.version}: stored; ${run.stdout}`,
+    )
+    if (c.answer) assert.match(run.stdout, c.answer, `${c.version}: the server's answer`)
+  }
+  t.diagnostic(report.join('; '))
+
+  // A status the server refuses: 422 on stdout, and the script reports success all the same.
+  const service = uniqueService('original-status')
+  const refused = await originalScript(t, [service, 'Prod', '1.0.3', 'Shipped'])
+  assert.equal(refused.code, 0, 'no curl -f: a 422 still exits 0')
+  assert.match(refused.stdout, /"status":422/)
+  assert.deepEqual(await eventsOf(service), [])
+
+  // The drop-in image's command, same five arguments, carries every one of them intact.
+  for (const c of cases.filter((c) => c.stored !== c.version)) {
+    const dropIn = uniqueService('dropin')
+    const run = await deploy(t, {
+      args: fiveArgs(dropIn, 'Prod', c.version, 'Deployed'),
+      key: fx().key,
+      serverUrl: fx().server.url,
+    })
+    assertRecorded(run)
+    assert.equal((await onlyEventOf(dropIn)).version, c.version)
+  }
+})
