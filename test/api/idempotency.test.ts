@@ -2,6 +2,7 @@
 // a 422 that stores nothing, whether the two requests come one after the other or together.
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
+import fc from 'fast-check'
 import { buildTestApp, type TestApp } from '../helper.js'
 
 const EVENT = {
@@ -141,4 +142,115 @@ test('Idempotency-Key: another account may use the same key with other values', 
   })
   assert.equal(res.statusCode, 201, res.body)
   assert.equal(await ctx.eventCount(), 2)
+})
+
+/**
+ * One event as a caller might send it: each value drawn from a few spellings, some of which mean
+ * the same after validation (white space around it, the status in another case, an optional field
+ * sent empty or left out), so that true repeats and real differences both come up often.
+ */
+const sentValue = (values: readonly string[]) =>
+  fc
+    .tuple(fc.constantFrom(...values), fc.constantFrom('', ' ', '\t'), fc.constantFrom('', ' '))
+    .map(([value, before, after]) => `${before}${value}${after}`)
+const optionalValue = (values: readonly string[]) =>
+  fc.option(fc.oneof(sentValue(values), fc.constant('')), { nil: undefined })
+const sentEvent = fc.record(
+  {
+    service: sentValue(['api', 'API', 'web']),
+    environment: sentValue(['prod', 'staging']),
+    version: sentValue(['1.0.0', '1.0.1', '1.0.0+b']),
+    status: fc.constantFrom('Deployed', 'deployed', 'DEPLOYED', 'Failed', 'failed'),
+    url: optionalValue(['https://ci.example/1', 'https://ci.example/2']),
+    commit: optionalValue(['abc', 'abd']),
+    description: optionalValue(['note', 'Note']),
+    deployer: optionalValue(['ada']),
+  },
+  { requiredKeys: ['service', 'environment', 'version', 'status'] },
+)
+type SentEvent = Record<string, string | undefined>
+
+/** The same event spelled again: other white space, the status in another case, absent as empty. */
+const respelled = (e: SentEvent) =>
+  fc
+    .tuple(
+      fc.array(fc.tuple(fc.constantFrom('', ' ', '  '), fc.constantFrom('', ' ', '\t')), {
+        minLength: 8,
+        maxLength: 8,
+      }),
+      fc.constantFrom('lower', 'upper', 'same'),
+      fc.boolean(),
+    )
+    .map(([spaces, statusCase, emptyForAbsent]) => {
+      const out: SentEvent = {}
+      Object.keys({ ...e, url: 1, commit: 1, description: 1, deployer: 1 }).forEach((name, i) => {
+        const value = e[name]?.trim()
+        const [before, after] = spaces[i] ?? ['', '']
+        if (value === undefined || value === '') out[name] = emptyForAbsent ? before : undefined
+        else if (name === 'status')
+          out[name] =
+            statusCase === 'lower'
+              ? value.toLowerCase()
+              : statusCase === 'upper'
+                ? value.toUpperCase()
+                : value
+        else out[name] = `${before}${value}${after}`
+      })
+      return out
+    })
+const pairOfRequests = sentEvent.chain((first) =>
+  fc.tuple(fc.constant(first), fc.oneof(sentEvent, respelled(first))),
+)
+
+/**
+ * The model, from SPEC §1.1 and §1.2 alone: values are trimmed, an empty optional value is absent,
+ * the status is compared in its canonical spelling, everything else exactly.
+ */
+function meaning(e: SentEvent): string {
+  const value = (name: string) => {
+    const v = e[name]?.trim()
+    return v === undefined || v === '' ? null : v
+  }
+  return JSON.stringify([
+    value('service'),
+    value('environment'),
+    value('version'),
+    value('status')?.toLowerCase(),
+    value('url'),
+    value('commit'),
+    value('description'),
+    value('deployer'),
+  ])
+}
+
+test('property: a second request with the same Idempotency-Key is a 200 replay exactly when its values mean the same, else a 422 that stores nothing', async (t) => {
+  const ctx = await buildTestApp(t)
+  let run = 0
+  const seen = { replays: 0, refusals: 0 }
+  await fc.assert(
+    fc.asyncProperty(pairOfRequests, async ([first, second]) => {
+      const key = `prop-${++run}`
+      const clean = (e: SentEvent) =>
+        Object.fromEntries(Object.entries(e).filter(([, v]) => v !== undefined)) as Record<string, string>
+      const before = await ctx.eventCount()
+      const a = await send(ctx, clean(first), key)
+      assert.equal(a.statusCode, 201, a.body)
+      const b = await send(ctx, clean(second), key)
+      if (meaning(first) === meaning(second)) {
+        assert.equal(b.statusCode, 200, `${JSON.stringify(first)} then ${JSON.stringify(second)}: ${b.body}`)
+        assert.equal(b.headers['idempotent-replayed'], 'true')
+        assert.deepEqual(b.json(), a.json())
+        seen.replays++
+      } else {
+        assert.equal(b.statusCode, 422, `${JSON.stringify(first)} then ${JSON.stringify(second)}: ${b.body}`)
+        assert.equal(b.json().type, 'urn:shiplog:problem:idempotency-key-reused')
+        seen.refusals++
+      }
+      assert.equal(await ctx.eventCount(), before + 1)
+    }),
+    { numRuns: 150, seed: 20261123, endOnFailure: true },
+  )
+  // Both outcomes were tried many times, so neither half of the property holds vacuously.
+  assert.ok(seen.replays >= 30 && seen.refusals >= 30, JSON.stringify(seen))
+  t.diagnostic(`${seen.replays} replays, ${seen.refusals} refusals`)
 })
