@@ -6,8 +6,10 @@
 //   answers 201 with a small JSON body; then durable ingest through POST /deploy and GET /put with a
 //   real API key, on SQLite (a file in a temporary directory) and on PostgreSQL (a fresh database,
 //   dropped at the end). Load comes from autocannon (50 connections, no pipelining): a warm-up, then
-//   the measured run. After each ingest run the stored events are counted: there must be at least as
-//   many as 2xx answers (acknowledged means stored).
+//   the measured run. Every request carries its own version; after each ingest run the database is
+//   read back: every acknowledged event (its version taken from the 2xx answer) stored exactly once,
+//   no version twice, and nothing else but requests cut off when a run stopped (acknowledged means
+//   stored, and stored means sent once).
 // export - for each size in BENCH_EXPORT_ROWS and each database: a fresh SQLite file / PostgreSQL
 //   database seeded directly with that many events of one account (bench/lib/seed.mjs: 20 services,
 //   5 environments, 3 statuses, versions, some url/commit/description, received_at increasing), then
@@ -205,32 +207,57 @@ setTimeout(
 
 const dummyKey = `shl_${'0'.repeat(40)}`
 
-/** @param {string} key @returns {import('./lib/load.mjs').RequestShape} */
-function deployShape(key) {
+/**
+ * A request shape whose requests each carry their own version (`prefix` + a counter), remembering
+ * which versions were acknowledged (from the 2xx answers' bodies) and how many were sent.
+ * @typedef {import('./lib/load.mjs').RequestShape & { acked: Set<string>, sent: () => number }} CountedShape
+ */
+
+/**
+ * @param {Omit<import('./lib/load.mjs').RequestShape, 'next' | 'onAck'>} base
+ * @param {(version: string) => { path: string, body?: string }} build
+ * @param {string} prefix
+ * @returns {CountedShape}
+ */
+function countedShape(base, build, prefix) {
   let n = 0
+  /** @type {Set<string>} */
+  const acked = new Set()
   return {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', 'x-api-key': key },
-    next: () => ({
-      path: '/deploy',
-      body: JSON.stringify({
-        service: 'bench-api',
-        environment: 'Production',
-        version: `1.0.${++n}`,
-        status: 'Deployed',
-      }),
-    }),
+    ...base,
+    next: () => build(`${prefix}${++n}`),
+    // The stored event comes back as JSON; its version says which request this answers. indexOf
+    // rather than JSON.parse: the client shares the machine with the server it measures.
+    onAck: (body) => {
+      const at = body.indexOf('"version":"')
+      if (at < 0) return
+      const start = at + 11
+      acked.add(body.slice(start, body.indexOf('"', start)))
+    },
+    acked,
+    sent: () => n,
   }
 }
 
-/** @param {string} key @returns {import('./lib/load.mjs').RequestShape} */
+/** @param {string} key */
+function deployShape(key) {
+  return countedShape(
+    { method: 'POST', headers: { 'content-type': 'application/json', 'x-api-key': key } },
+    (version) => ({
+      path: '/deploy',
+      body: JSON.stringify({ service: 'bench-api', environment: 'Production', version, status: 'Deployed' }),
+    }),
+    '1.0.',
+  )
+}
+
+/** @param {string} key */
 function putShape(key) {
-  let n = 0
-  return {
-    method: 'GET',
-    headers: { 'X-API-Key': key },
-    next: () => ({ path: `/put?app=bench-web&env=Production&version=2.0.${++n}&status=Deployed` }),
-  }
+  return countedShape(
+    { method: 'GET', headers: { 'X-API-Key': key } },
+    (version) => ({ path: `/put?app=bench-web&env=Production&version=${version}&status=Deployed` }),
+    '2.0.',
+  )
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -244,8 +271,10 @@ function putShape(key) {
  * @property {import('./lib/load.mjs').LoadStats | null} warmup
  * @property {import('./lib/load.mjs').LoadStats | null} measured
  * @property {number | null} ratio 2xx/s relative to the baseline for the same request form
- * @property {number | null} acked 2xx answers, warm-up and measured run together
- * @property {number | null} stored events of that form in the database after the run
+ * @property {number | null} acked events acknowledged (2xx), warm-up and measured run together
+ * @property {number | null} stored of those, how many the database holds (exactly once each)
+ * @property {number | null} unanswered events stored whose request was still in flight when a run
+ *   stopped (autocannon drops those answers), at most one per connection and run
  * @property {string[]} problems
  */
 
@@ -311,6 +340,7 @@ async function benchBaseline() {
         ratio: 1,
         acked: null,
         stored: null,
+        unanswered: null,
         problems: [...loadProblems(warmup, 'warm-up'), ...loadProblems(measured, 'measured')],
       })
     }
@@ -324,8 +354,42 @@ async function benchBaseline() {
  * @typedef {object} Store
  * @property {'sqlite' | 'postgres'} dialect
  * @property {string} databaseUrl
- * @property {(source: string) => Promise<number>} countEvents
+ * @property {(source: string) => Promise<Map<string, number>>} storedVersions how many rows of that
+ *   form the database holds per version
  */
+
+/**
+ * Stored must equal acknowledged: every acknowledged event in the database exactly once, no version
+ * twice, and nothing else but the requests cut off when a run stopped (sent, perhaps stored, their
+ * answers dropped by autocannon: at most one per connection in each of the two runs).
+ * @param {Store} store @param {string} source @param {CountedShape} shape @param {number} answered
+ */
+async function checkStored(store, source, shape, answered) {
+  /** @type {string[]} */
+  const problems = []
+  const counts = await store.storedVersions(source)
+  const acked = shape.acked.size
+  if (acked !== answered) problems.push(`${answered} 2xx answers name ${acked} distinct events`)
+  let lost = 0
+  for (const version of shape.acked) if (!counts.has(version)) lost++
+  let duplicates = 0
+  let unanswered = 0
+  let unknown = 0
+  const prefix = source === 'deploy' ? '1.0.' : '2.0.'
+  for (const [version, count] of counts) {
+    if (count > 1) duplicates += count - 1
+    if (shape.acked.has(version)) continue
+    const k = version.startsWith(prefix) ? Number(version.slice(prefix.length)) : Number.NaN
+    if (Number.isInteger(k) && k >= 1 && k <= shape.sent()) unanswered++
+    else unknown++
+  }
+  if (lost > 0) problems.push(`${lost} of ${acked} acknowledged events are not stored`)
+  if (duplicates > 0) problems.push(`${duplicates} events stored more than once`)
+  if (unknown > 0) problems.push(`${unknown} stored events were never sent`)
+  if (unanswered > 2 * connections)
+    problems.push(`${unanswered} events stored without an answer, more than the ${2 * connections} in flight`)
+  return { acked, stored: acked - lost, unanswered, problems }
+}
 
 /** @param {Store} store */
 async function benchShiplog(store) {
@@ -370,10 +434,14 @@ async function benchShiplog(store) {
     ])) {
       const scenario = `${store.dialect} ${request}`
       const { warmup, measured } = await warmAndMeasure(server.url, shape, scenario)
-      const acked = warmup.ok + measured.ok
-      const stored = await withTimeout(store.countEvents(source), 30_000, 'counting events')
       const problems = [...loadProblems(warmup, 'warm-up'), ...loadProblems(measured, 'measured')]
-      if (stored < acked) problems.push(`only ${stored} events stored for ${acked} acknowledged requests`)
+      const check = await withTimeout(
+        checkStored(store, source, shape, warmup.ok + measured.ok),
+        60_000,
+        'checking the stored events',
+      )
+      problems.push(...check.problems)
+      const { acked, stored, unanswered } = check
       const baseline = rows.find((r) => r.target === 'bare' && r.request === request)
       rows.push({
         scenario,
@@ -384,6 +452,7 @@ async function benchShiplog(store) {
         ratio: baseline?.measured?.okPerSecond ? measured.okPerSecond / baseline.measured.okPerSecond : null,
         acked,
         stored,
+        unanswered,
         problems,
       })
     }
@@ -399,13 +468,15 @@ function sqliteStore() {
   return {
     dialect: 'sqlite',
     databaseUrl: `sqlite:${file}`,
-    countEvents: async (source) => {
+    storedVersions: async (source) => {
       const db = new SqliteDatabase(file, { readonly: true, fileMustExist: true })
       try {
-        const row = /** @type {{ n: number }} */ (
-          db.prepare('SELECT count(*) AS n FROM events WHERE source = ?').get(source)
+        const rows = /** @type {Array<{ version: string, n: number }>} */ (
+          db
+            .prepare('SELECT version, count(*) AS n FROM events WHERE source = ? GROUP BY version')
+            .all(source)
         )
-        return row.n
+        return new Map(rows.map((r) => [r.version, r.n]))
       } finally {
         db.close()
       }
@@ -433,12 +504,15 @@ async function postgresStore() {
   return {
     dialect: 'postgres',
     databaseUrl,
-    countEvents: async (source) => {
+    storedVersions: async (source) => {
       const client = new pg.Client({ connectionString: databaseUrl, connectionTimeoutMillis: 5000 })
       await client.connect()
       try {
-        const res = await client.query('SELECT count(*)::int AS n FROM events WHERE source = $1', [source])
-        return Number(res.rows[0]?.n ?? 0)
+        const res = await client.query(
+          'SELECT version, count(*)::int AS n FROM events WHERE source = $1 GROUP BY version',
+          [source],
+        )
+        return new Map(res.rows.map((r) => [String(r.version), Number(r.n)]))
       } finally {
         await client.end()
       }
@@ -461,6 +535,7 @@ function failedGroup(target, err) {
       ratio: null,
       acked: null,
       stored: null,
+      unanswered: null,
       problems: [`did not run: ${message.split('\n')[0]}`],
     })
   }
@@ -600,7 +675,10 @@ const tableRows = rows.map((r) => {
     num(m?.non2xx),
     num(m?.errors),
     r.ratio === null ? '-' : `${num(r.ratio, 2)}x`,
-    r.stored === null ? '-' : `${r.stored}/${r.acked} ${r.stored >= (r.acked ?? 0) ? 'ok' : 'LOST'}`,
+    r.stored === null
+      ? '-'
+      : `${r.stored}/${r.acked} ${r.stored === r.acked ? 'ok' : 'LOST'}` +
+        (r.unanswered ? ` (+${r.unanswered} cut off)` : ''),
   ]
 })
 const problems = [
@@ -671,7 +749,7 @@ const pagesTable = (reads?.pageRows ?? []).map((r) => [
   num(r.p95, 1),
   num(r.max, 1),
   num(r.load, 1),
-  r.shown === r.expected ? `${r.shown} ok` : `${r.shown ?? '-'}/${r.expected} WRONG`,
+  r.rowsOk ? `${r.shown} ok` : `${r.shown ?? '-'}/${r.expected} WRONG`,
 ])
 
 if (parts.has('ingest')) {
@@ -686,8 +764,10 @@ if (parts.has('ingest')) {
   console.log(renderTable(header, tableRows))
   console.log('')
   console.log(
-    '2xx/s and latencies are from the measured run (latency of 2xx answers only); "stored/acked" compares the ' +
-      'events of that form in the database with the 2xx answers of warm-up plus measured run.',
+    '2xx/s and latencies are from the measured run (latency of 2xx answers only); "stored/acked": of the events ' +
+      'acknowledged (2xx) in warm-up plus measured run, how many the database holds, each exactly once; "cut off" = ' +
+      'events stored whose answer autocannon dropped when a run stopped (at most one per connection and run). ' +
+      'A duplicate or an event never sent fails the checks.',
   )
 }
 if (parts.has('export')) {
@@ -725,7 +805,8 @@ if (parts.has('pages')) {
     'Times are client-observed (request sent to last byte of the HTML) over one kept-alive connection on ' +
       '127.0.0.1, requests one after the other: the server time plus loopback and HTTP parsing. load = 1-minute ' +
       'load average when the case started. "rows shown" ' +
-      'must match what the seeded history predicts (50, or fewer when fewer events match).',
+      'must be exactly the rows the seeded history predicts for the filter (the newest 50 matches, or fewer when ' +
+      'fewer events match; each row checked by time, service, environment, version and status).',
   )
 }
 if (startupTable.length > 0) {
@@ -764,7 +845,7 @@ if (problems.length > 0) {
     'checks: ok (' +
       [
         parts.has('ingest')
-          ? 'every request answered 2xx, no socket errors, every acknowledged event stored'
+          ? 'every request answered 2xx, no socket errors, every acknowledged event stored exactly once'
           : '',
         parts.has('export') ? 'every export had all rows' : '',
         parts.has('pages') ? 'every page answered 200 with the expected rows' : '',

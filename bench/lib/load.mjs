@@ -22,6 +22,8 @@ import autocannon from 'autocannon'
  * @property {'GET' | 'POST'} method
  * @property {Record<string, string>} headers
  * @property {() => { path: string, body?: string }} next
+ * @property {(body: string) => void} [onAck] called with the body of every 2xx answer (the bench
+ *   reads which events were acknowledged from it)
  */
 
 /**
@@ -46,6 +48,13 @@ export function runLoad({ url, shape, seconds, connections, title }) {
             path: first.path,
             headers: shape.headers,
             ...(first.body === undefined ? {} : { body: first.body }),
+            ...(shape.onAck
+              ? {
+                  onResponse: (/** @type {number} */ status, /** @type {unknown} */ body) => {
+                    if (status >= 200 && status < 300) shape.onAck?.(String(body))
+                  },
+                }
+              : {}),
             setupRequest: (request) => {
               const next = shape.next()
               return { ...request, path: next.path, ...(next.body === undefined ? {} : { body: next.body }) }

@@ -12,7 +12,7 @@ import { runNode, startServer } from './children.mjs'
 import { closeSession, csvCounter, jsonLinesCounter, login, request, timedGet } from './http.mjs'
 import { cpuSeconds, idleRss, memory, resetPeak, sampleRss } from './proc.mjs'
 import { summariseLog } from './report.mjs'
-import { historyPlan, postgresSeedTarget, seedPostgres, sqliteSeedTarget } from './seed.mjs'
+import { historyPlan, makeHistory, postgresSeedTarget, seedPostgres, sqliteSeedTarget } from './seed.mjs'
 
 export const EXPORT_COLUMNS = [
   'id',
@@ -105,7 +105,8 @@ export const exportLimitSeconds = (n) => 30 + Math.ceil(n / 15_000)
  * @property {number | null} p95 ms
  * @property {number | null} max ms
  * @property {number | null} shown rows on the page
- * @property {number} expected
+ * @property {number} expected rows the page must show
+ * @property {boolean} rowsOk every response showed exactly the expected rows, in order
  * @property {number} reused measured requests that went over the kept-alive socket
  * @property {number | null} load 1-minute load average when the case started
  * @property {string[]} problems
@@ -189,7 +190,7 @@ async function oneDataset(o, dialect, n, out) {
     const plan = historyPlan(n, Date.now() - 60_000)
     process.stderr.write(`  ${label}: seeding ${n.toLocaleString('en-US')} events`)
     const t0 = performance.now()
-    const { tally, maxId } = await o.withTimeout(
+    const { tally, count, minId, maxId } = await o.withTimeout(
       store.seed(plan),
       seedLimitSeconds(n) * 1000,
       `seeding ${label}`,
@@ -200,7 +201,10 @@ async function oneDataset(o, dialect, n, out) {
       ` in ${seconds.toFixed(1)} s (${Math.round(n / seconds).toLocaleString('en-US')} rows/s` +
         `${databaseBytes ? `, ${(databaseBytes / 2 ** 20).toFixed(0)} MB` : ''})\n`,
     )
-    if (tally.rows !== n) throw new Error(`seeded ${tally.rows} events instead of ${n}`)
+    // Counted in the database, not by the seeding loop: a batch that went missing shows here. The
+    // ids must be one run, so that event i of the history is the row with id minId + i.
+    if (count !== n) throw new Error(`the database holds ${count} events after seeding ${n}`)
+    if (maxId - minId + 1 !== n) throw new Error(`seeded ids ${minId}..${maxId} are not one run of ${n}`)
     out.seeds.push({ target: dialect, n, seconds, maxId, databaseBytes, tally })
 
     /**
@@ -271,7 +275,7 @@ async function oneDataset(o, dialect, n, out) {
 
     if (o.pagesSize === n) {
       await withServer('pages', async (_server, session) => {
-        for (const c of pageCases(plan, tally, maxId)) {
+        for (const c of pageCases(plan, tally, minId, maxId)) {
           const row = await measurePage(session, c, o, `${label} ${c.name}`, dialect, n)
           out.pageRows.push(row)
           process.stderr.write(
@@ -289,7 +293,7 @@ async function oneDataset(o, dialect, n, out) {
 /**
  * @typedef {object} Dataset
  * @property {string} databaseUrl
- * @property {(plan: ReturnType<typeof historyPlan>) => Promise<{ tally: import('./seed.mjs').SeedTally, maxId: number }>} seed
+ * @property {(plan: ReturnType<typeof historyPlan>) => Promise<{ tally: import('./seed.mjs').SeedTally } & import('./seed.mjs').StoredRange>} seed
  * @property {() => Promise<number | null>} size
  * @property {() => Promise<void>} remove
  */
@@ -453,59 +457,168 @@ async function measureExport(pid, session, format, n, scenario, target, settleMs
 }
 
 /**
- * The /logs/ requests measured, each with the number of rows it must show.
- * @param {ReturnType<typeof historyPlan>} plan @param {import('./seed.mjs').SeedTally} tally @param {number} maxId
+ * @typedef {object} PageCase
+ * @property {string} name
+ * @property {string} path
+ * @property {(e: import('./seed.mjs').SeedEvent, id: number) => boolean} match which seeded events the
+ *   filter selects, written from the filter's meaning, independently of the server's query
+ * @property {ExpectedRow[]} expected filled by expectPages: the newest PAGE_SIZE matches, newest first
  */
-function pageCases(plan, tally, maxId) {
-  const page = (/** @type {number} */ matching) => Math.min(PAGE_SIZE, matching)
+
+/**
+ * @typedef {object} ExpectedRow
+ * @property {number} id
+ * @property {string} receivedAt ISO 8601, as the page's <time datetime> carries it
+ * @property {string} service
+ * @property {string} environment
+ * @property {string} version
+ * @property {string} status
+ */
+
+/**
+ * The /logs/ requests measured, each with the exact rows it must show: the seeded history is
+ * generated again and every case's filter applied to it, so a filter the server ignores, or
+ * applies wrongly, shows as the wrong rows (not only as a wrong count).
+ * @param {ReturnType<typeof historyPlan>} plan @param {import('./seed.mjs').SeedTally} tally
+ * @param {number} minId @param {number} maxId
+ * @returns {PageCase[]}
+ */
+function pageCases(plan, tally, minId, maxId) {
   const iso = (/** @type {number} */ ms) => encodeURIComponent(new Date(ms).toISOString())
   const deepBefore = Math.max(1, maxId - Math.round(plan.n * 0.9))
   const pct = (/** @type {number} */ count) =>
     `${((100 * count) / plan.n).toFixed(count * 1000 < plan.n ? 3 : 0)}%`
   const service = 'checkout'
-  return [
-    { name: 'first page', path: '/logs/', expected: page(plan.n) },
+  const within =
+    (/** @type {{ from: number, to: number }} */ w) => (/** @type {import('./seed.mjs').SeedEvent} */ e) =>
+      e.receivedAt >= w.from && e.receivedAt <= w.to
+  /** @type {Array<Omit<PageCase, 'expected'>>} */
+  const cases = [
+    { name: 'first page', path: '/logs/', match: () => true },
     {
       name: `deep page (before=${deepBefore}, 90% back)`,
       path: `/logs/?before=${deepBefore}`,
-      expected: page(Math.max(0, deepBefore - 1 - (maxId - plan.n))),
+      match: (_e, id) => id < deepBefore,
     },
     {
       name: `service=${service} (${pct(tally.service[service] ?? 0)})`,
       path: `/logs/?service=${service}`,
-      expected: page(tally.service[service] ?? 0),
+      match: (e) => e.service === service,
     },
     {
       name: `environment=Production (${pct(tally.environment.Production ?? 0)})`,
       path: '/logs/?environment=Production',
-      expected: page(tally.environment.Production ?? 0),
+      match: (e) => e.environment === 'Production',
     },
     {
       name: `status=Failed (${pct(tally.status.Failed ?? 0)})`,
       path: '/logs/?status=Failed',
-      expected: page(tally.status.Failed ?? 0),
+      match: (e) => e.status === 'Failed',
     },
     {
       name: `version contains "-rc" (${pct(tally.rc)})`,
       path: '/logs/?version=-rc',
-      expected: page(tally.rc),
+      match: (e) => e.version.toLowerCase().includes('-rc'),
     },
     {
       name: `version contains "-hotfix" (${tally.hotfix} rows)`,
       path: '/logs/?version=-hotfix',
-      expected: page(tally.hotfix),
+      match: (e) => e.version.toLowerCase().includes('-hotfix'),
     },
     {
       name: `from/to 30 days mid-history (${pct(tally.narrow)})`,
       path: `/logs/?from=${iso(plan.narrow.from)}&to=${iso(plan.narrow.to)}`,
-      expected: page(tally.narrow),
+      match: within(plan.narrow),
     },
     {
       name: `from/to middle half of history (${pct(tally.wide)})`,
       path: `/logs/?from=${iso(plan.wide.from)}&to=${iso(plan.wide.to)}`,
-      expected: page(tally.wide),
+      match: within(plan.wide),
     },
   ]
+  return expectPages(plan, minId, cases)
+}
+
+/**
+ * Walks the seeded history once and keeps, for each case, the last PAGE_SIZE events it matches
+ * (ids rise with arrival, so these are the page's rows), newest first.
+ * @param {ReturnType<typeof historyPlan>} plan @param {number} minId
+ * @param {Array<Omit<PageCase, 'expected'>>} cases
+ * @returns {PageCase[]}
+ */
+function expectPages(plan, minId, cases) {
+  /** @type {ExpectedRow[][]} */
+  const newest = cases.map(() => [])
+  const history = makeHistory(plan)
+  let i = 0
+  for (let e = history.next(); e !== null; e = history.next(), i++) {
+    const id = minId + i
+    for (const [k, c] of cases.entries()) {
+      if (!c.match(e, id)) continue
+      const kept = /** @type {ExpectedRow[]} */ (newest[k])
+      if (kept.length === PAGE_SIZE) kept.shift()
+      kept.push({
+        id,
+        receivedAt: new Date(e.receivedAt).toISOString(),
+        service: e.service,
+        environment: e.environment,
+        version: e.version,
+        status: e.status,
+      })
+    }
+  }
+  return cases.map((c, k) => ({ ...c, expected: [...(newest[k] ?? [])].reverse() }))
+}
+
+/** Text of an HTML fragment: tags dropped, the entities the templates write decoded. @param {string} s */
+function textOf(s) {
+  return s
+    .replace(/<[^>]*>/g, '')
+    .replace(/&(#x[0-9a-f]+|#\d+|amp|lt|gt|quot|apos);/gi, (_m, entity) => {
+      const named = { amp: '&', lt: '<', gt: '>', quot: '"', apos: "'" }
+      const lower = String(entity).toLowerCase()
+      if (lower in named) return named[/** @type {keyof typeof named} */ (lower)]
+      const code = lower.startsWith('#x') ? Number.parseInt(lower.slice(2), 16) : Number(lower.slice(1))
+      return String.fromCodePoint(code)
+    })
+    .trim()
+}
+
+/**
+ * The event rows of a /logs/ page: each row's <time datetime> and its cells' text. Independent of
+ * the column order and of classes, so a page redesign does not break the check, only wrong rows do.
+ * @param {string} html
+ */
+export function pageRows(html) {
+  const body = /<tbody[^>]*>([\s\S]*?)<\/tbody>/.exec(html)?.[1] ?? ''
+  return body
+    .split(/<tr[\s>]/)
+    .slice(1)
+    .map((row) => ({
+      receivedAt: /<time[^>]*\sdatetime="([^"]+)"/.exec(row)?.[1] ?? null,
+      cells: [...row.matchAll(/<td[^>]*>([\s\S]*?)<\/td>/g)].map((m) => textOf(m[1] ?? '')),
+    }))
+}
+
+/**
+ * What is wrong with the rows a page shows, compared with the rows it must show, or null.
+ * @param {ReturnType<typeof pageRows>} shown @param {ExpectedRow[]} expected
+ */
+function rowMismatch(shown, expected) {
+  if (shown.length !== expected.length) return `page shows ${shown.length} rows, ${expected.length} expected`
+  for (const [k, want] of expected.entries()) {
+    const got = /** @type {ReturnType<typeof pageRows>[number]} */ (shown[k])
+    const missing = [want.service, want.environment, want.version, want.status].filter(
+      (value) => !got.cells.includes(value),
+    )
+    if (got.receivedAt !== want.receivedAt || missing.length > 0) {
+      return (
+        `row ${k + 1} is not event ${want.id} (${want.receivedAt} ${want.service} ${want.environment} ` +
+        `${want.version} ${want.status}): shows ${got.receivedAt} ${got.cells.slice(1, 5).join(' ')}`
+      )
+    }
+  }
+  return null
 }
 
 /** Nearest-rank percentile of sorted values. @param {number[]} sorted @param {number} p */
@@ -517,7 +630,7 @@ function percentile(sorted, p) {
 
 /**
  * Two warm-up requests, then up to `pageRequests` measured ones, one after the other on the same socket.
- * @param {import('./http.mjs').Session} session @param {{ name: string, path: string, expected: number }} c
+ * @param {import('./http.mjs').Session} session @param {PageCase} c
  * @param {ReadsOptions} o @param {string} scenario @param {string} target @param {number} n
  * @returns {Promise<PageRow>}
  */
@@ -528,6 +641,7 @@ async function measurePage(session, c, o, scenario, target, n) {
   const times = []
   /** @type {number | null} */
   let shown = null
+  let rowsOk = true
   let reused = 0
   const load = loadAverage()
   const deadline = performance.now() + o.pageCaseSeconds * 1000
@@ -538,16 +652,21 @@ async function measurePage(session, c, o, scenario, target, n) {
     try {
       res = await timedGet(session, c.path, requestTimeout)
     } catch (err) {
+      rowsOk = false
       problems.push(`request failed: ${err instanceof Error ? err.message : String(err)}`)
       break
     }
     if (res.status !== 200) {
+      rowsOk = false
       problems.push(`HTTP ${res.status}`)
       break
     }
-    shown = (res.text.match(/<span class="badge /g) ?? []).length
-    if (shown !== c.expected) {
-      problems.push(`page shows ${shown} rows, ${c.expected} expected`)
+    const rows = pageRows(res.text)
+    shown = rows.length
+    const mismatch = rowMismatch(rows, c.expected)
+    if (mismatch) {
+      rowsOk = false
+      problems.push(mismatch)
       break
     }
     if (measured) {
@@ -570,7 +689,8 @@ async function measurePage(session, c, o, scenario, target, n) {
     p95: percentile(sorted, 95),
     max: sorted.at(-1) ?? null,
     shown,
-    expected: c.expected,
+    expected: c.expected.length,
+    rowsOk: rowsOk && shown !== null,
     reused,
     load,
     problems,

@@ -4,7 +4,8 @@
 //
 // The history: 20 services, 5 environments (skewed), 3 statuses (80% Deployed, 15% Deploying,
 // 5% Failed), per-service semantic versions (3% release candidates "-rc.N", about 1 in 100,000 a
-// "-hotfix" build), 40% with a CI url, 60% with a commit, 25% with a description (some with commas,
+// "-hotfix" build, and always one at 10%, 50% and 90% of the history, so the rare-version page has
+// rows to check even on a small dataset), 40% with a CI url, 60% with a commit, 25% with a description (some with commas,
 // quotes, line breaks or a leading "=" / "-" to exercise CSV quoting and formula escaping), received_at
 // strictly increasing over the last two years, so ids follow arrival as in a real database. On SQLite
 // the version search index is then brought up to date, as the server's background indexer would have.
@@ -120,6 +121,7 @@ export function makeHistory(plan) {
   const step = SPAN_MS / n
   const jitter = Math.max(0, Math.floor(step / 2) - 1)
   const perService = new Array(SERVICES.length).fill(0)
+  const hotfixAt = new Set([Math.floor(n * 0.1), Math.floor(n * 0.5), Math.floor(n * 0.9)])
   /** @type {SeedTally} */
   const tally = { rows: 0, service: {}, environment: {}, status: {}, rc: 0, hotfix: 0, narrow: 0, wide: 0 }
   let i = 0
@@ -131,7 +133,7 @@ export function makeHistory(plan) {
     const s = perService[svcIndex]++
     let version = `${1 + Math.floor(s / 2000)}.${Math.floor(s / 50) % 40}.${s % 50}`
     const v = mix(i, 2) % 100_000
-    if (v === 0) version += '-hotfix'
+    if (v === 0 || hotfixAt.has(i)) version += '-hotfix'
     else if (v % 100 < 3) version += `-rc.${1 + (v % 3)}`
     /** @type {string} */
     let environment = ENVIRONMENTS[0][0]
@@ -225,13 +227,33 @@ export function seedSqlite(file, plan, target) {
       db.exec('UPDATE events_version_index SET through = (SELECT max(id) FROM events)')
     })()
     db.pragma('wal_checkpoint(TRUNCATE)')
-    const { maxId } = /** @type {{ maxId: number }} */ (
-      db.prepare('SELECT max(id) AS maxId FROM events').get()
-    )
-    return { tally: history.tally, maxId }
+    return { tally: history.tally, ...sqliteStoredRange(db, target.accountId) }
   } finally {
     db.close()
   }
+}
+
+/**
+ * @typedef {object} StoredRange what the database holds after seeding, counted there (not the loop's
+ *   own counter): the account's events and the first and last id
+ * @property {number} count
+ * @property {number} minId
+ * @property {number} maxId
+ */
+
+/**
+ * @param {SqliteDatabase.Database} db @param {number} accountId
+ * @returns {StoredRange}
+ */
+function sqliteStoredRange(db, accountId) {
+  const row = /** @type {{ count: number, minId: number | null, maxId: number | null }} */ (
+    db
+      .prepare(
+        'SELECT count(*) AS count, min(id) AS minId, max(id) AS maxId FROM events WHERE account_id = ?',
+      )
+      .get(accountId)
+  )
+  return { count: row.count, minId: row.minId ?? 0, maxId: row.maxId ?? 0 }
 }
 
 /** Reads the ids the seed needs from a freshly set-up SQLite database. @param {string} file */
@@ -315,8 +337,18 @@ export async function seedPostgres(databaseUrl, plan, target) {
       )
     }
     await client.query('VACUUM (ANALYZE) events')
-    const res = await client.query('SELECT max(id)::bigint AS "maxId" FROM events')
-    return { tally: history.tally, maxId: Number(res.rows[0]?.maxId ?? 0) }
+    const res = await client.query(
+      `SELECT count(*)::bigint AS count, min(id)::bigint AS "minId", max(id)::bigint AS "maxId"
+       FROM events WHERE account_id = $1`,
+      [target.accountId],
+    )
+    const row = res.rows[0]
+    return {
+      tally: history.tally,
+      count: Number(row?.count ?? 0),
+      minId: Number(row?.minId ?? 0),
+      maxId: Number(row?.maxId ?? 0),
+    }
   } finally {
     await client.end()
   }

@@ -176,11 +176,40 @@ function describeRejection(status: number, text: string): string {
     const problem = JSON.parse(text) as Problem
     const detail = problem.detail ?? problem.title
     if (detail) message += `: ${detail}`
-    for (const err of problem.errors ?? []) if (err.message) message += `\n  - ${err.message}`
+    // With one bad field the detail is that field's message: list only what it does not already say.
+    const listed = new Set(detail ? [detail] : [])
+    for (const err of problem.errors ?? []) {
+      if (!err.message || listed.has(err.message)) continue
+      listed.add(err.message)
+      message += `\n  - ${err.message}`
+    }
   } catch {
     if (text.trim()) message += `: ${text.trim().slice(0, 300)}`
   }
   return message
+}
+
+/**
+ * The line printed once the event is stored: the server's stored values (trimmed, status in its
+ * canonical spelling), so the log shows what Shiplog will show. What was sent stands in for any
+ * value a non-standard 2xx body lacks.
+ */
+function describeRecorded(text: string, sent: Record<string, string>): string {
+  let stored: Record<string, unknown> = {}
+  try {
+    const parsed: unknown = JSON.parse(text)
+    if (typeof parsed === 'object' && parsed !== null && !Array.isArray(parsed)) {
+      stored = parsed as Record<string, unknown>
+    }
+  } catch {
+    // A 2xx is success even if the body is not the usual JSON.
+  }
+  const value = (name: string) => {
+    const v = stored[name]
+    return typeof v === 'string' && v !== '' ? v : (sent[name] ?? '')
+  }
+  const id = typeof stored.id === 'number' ? ` ${stored.id}` : ''
+  return `recorded event${id}: ${value('service')} ${value('version')} ${value('status')} in ${value('environment')}`
 }
 
 export async function runDeploy(e: DeployEnvironment): Promise<number> {
@@ -235,13 +264,7 @@ export async function runDeploy(e: DeployEnvironment): Promise<number> {
       })
       const text = await res.text()
       if (res.status === 200 || res.status === 201) {
-        let id = ''
-        try {
-          id = ` ${(JSON.parse(text) as { id?: number }).id ?? ''}`.trimEnd()
-        } catch {
-          // A 2xx is success even if the body is not the usual JSON.
-        }
-        e.stdout(`recorded event${id}: ${body.service} ${body.version} ${body.status} in ${body.environment}`)
+        e.stdout(describeRecorded(text, body))
         return EXIT.recorded
       }
       if (res.status === 429 || res.status >= 500) {

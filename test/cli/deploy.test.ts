@@ -403,11 +403,49 @@ test('a status the server refuses exits 3 and shows the server’s 422 message',
   assert.equal(run.stdout, '', describeRun(run))
   assert.match(run.stderr, /422/, describeRun(run))
   for (const message of messages) {
-    assert.ok(run.stderr.includes(message), `stderr shows "${message}": ${describeRun(run)}`)
+    // Once: the detail of a one-field problem is that field's message, and it is not listed again.
+    assert.equal(
+      run.stderr.split(message).length - 1,
+      1,
+      `stderr shows "${message}" exactly once: ${describeRun(run)}`,
+    )
   }
   assert.match(run.stderr, /Deploying/, `the allowed values reach the user: ${describeRun(run)}`)
   assert.deepEqual(await eventsOf(service), [])
 })
+
+test('several refused fields are each listed once under the server’s summary', TEST_TIMEOUT, async (t) => {
+  const service = uniqueService('badfields')
+  const run = await deploy(t, {
+    args: fiveArgs(service, 'x'.repeat(101), '1.0.3', 'Shipped'),
+    key: fx().key,
+    serverUrl: fx().server.url,
+  })
+  assert.equal(run.code, 3, describeRun(run))
+  const lines = run.stderr.trimEnd().split('\n')
+  assert.match(lines[0] ?? '', /HTTP 422\): 2 fields are invalid\.$/, describeRun(run))
+  assert.equal(lines.length, 3, describeRun(run))
+  assert.match(lines[1] ?? '', /^ {2}- environment must be at most 100 characters$/, describeRun(run))
+  assert.match(lines[2] ?? '', /^ {2}- status must be one of/, describeRun(run))
+  assert.deepEqual(await eventsOf(service), [])
+})
+
+test(
+  'the success line shows the event as stored (trimmed, canonical status), not as typed',
+  TEST_TIMEOUT,
+  async (t) => {
+    const service = uniqueService('echo')
+    const run = await deploy(t, {
+      args: fiveArgs(`  ${service} `, ' Prod ', ' 1.0.3 ', 'deployed'),
+      key: fx().key,
+      serverUrl: fx().server.url,
+    })
+    assertRecorded(run)
+    const row = await onlyEventOf(service)
+    assert.equal(row.status, 'Deployed')
+    assert.equal(run.stdout, `recorded event ${row.id}: ${service} 1.0.3 Deployed in Prod\n`)
+  },
+)
 
 test(
   'a key the server does not know exits 3 with the 401, once, and the key is not printed',
@@ -725,3 +763,105 @@ test(
     assert.equal(row.version, '1.0.3')
   },
 )
+
+// ---------------------------------------------------------------------------------------------
+// The original image's script (README, "Switching from the original image"): it pastes the five
+// arguments into a GET /put URL without encoding them and runs curl without -f. Shiplog cannot
+// repair what such a URL loses; these are the outcomes the README documents, value by value.
+
+/** The original wrapper's request, as the review reproduced it: curl on an unencoded URL. */
+const ORIGINAL_SCRIPT = 'curl -s -H "X-API-Key: $1" "$SHIPLOG_URL/put?app=$2&env=$3&version=$4&status=$5"'
+
+async function originalScript(
+  t: Cleanup,
+  args: [string, string, string, string],
+): Promise<{ code: number | null; stdout: string }> {
+  const child = spawn('sh', ['-c', ORIGINAL_SCRIPT, 'original-deploy', fx().key, ...args], {
+    env: processEnv(undefined, { SHIPLOG_URL: fx().server.url }),
+    stdio: ['ignore', 'pipe', 'pipe'],
+  })
+  t.after(() => {
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL')
+  })
+  let stdout = ''
+  child.stdout.setEncoding('utf8').on('data', (chunk: string) => {
+    stdout += chunk
+  })
+  child.stderr.resume()
+  const code = await withTimeout(
+    new Promise<number | null>((resolve, reject) => {
+      child.once('error', reject)
+      child.once('close', (exitCode) => resolve(exitCode))
+    }),
+    RUN_TIMEOUT_MS,
+    'the original script did not finish',
+  )
+  return { code, stdout }
+}
+
+test('the original image’s unencoded URL: what arrives intact, what is changed, what is lost (as the README says)', {
+  ...TEST_TIMEOUT,
+}, async (t) => {
+  const cases: Array<{
+    version: string
+    /** What the database holds afterwards: the version as stored, or null for nothing. */
+    stored: string | null
+    /** The script's exit code: curl's, so 0 even when the server refused. */
+    code: number
+    answer?: RegExp
+  }> = [
+    // Letters, digits and - . _ ~ : / = ? @ ! $ ' ( ) * , ; arrive unchanged.
+    { version: 'master:4d0r98wa', stored: 'master:4d0r98wa', code: 0 },
+    { version: 'release/2026-11_rc.1~a', stored: 'release/2026-11_rc.1~a', code: 0 },
+    { version: "v=1?(a),b;c@d!e$f'g*", stored: "v=1?(a),b;c@d!e$f'g*", code: 0 },
+    // + means a space in a query string (SPEC §1.1): the server cannot tell it was meant as +.
+    { version: '1.0.3+build.7', stored: '1.0.3 build.7', code: 0 },
+    // & starts the next parameter: the version is cut there.
+    { version: 'R&D', stored: 'R', code: 0 },
+    // %XX is decoded; a lone % is refused (400) and the script still exits 0.
+    { version: '50%25', stored: '50%', code: 0 },
+    { version: '100%', stored: null, code: 0, answer: /"status":400/ },
+    // # starts the fragment, which curl does not send: status goes missing, 422, exit 0.
+    { version: 'v1#2', stored: null, code: 0, answer: /"status":422/ },
+    // Raw UTF-8 in the request line is not HTTP/1.1: 400, exit 0.
+    { version: 'Déploiement', stored: null, code: 0, answer: /"status":400/ },
+    // curl's own URL rules: {…} and […] are globbing patterns, a space makes the URL invalid.
+    { version: '{x}', stored: 'x', code: 0 },
+    { version: '[x]', stored: null, code: 3 },
+    { version: '1.0 final', stored: null, code: 3 },
+  ]
+  const report: string[] = []
+  for (const c of cases) {
+    const service = uniqueService('original')
+    const run = await originalScript(t, [service, 'Prod', c.version, 'Deployed'])
+    const rows = await eventsOf(service)
+    report.push(`${c.version} -> exit ${run.code}, stored ${JSON.stringify(rows.map((r) => r.version))}`)
+    assert.equal(run.code, c.code, `${c.version}: exit code; ${run.stdout}`)
+    assert.deepEqual(
+      rows.map((r) => r.version),
+      c.stored === null ? [] : [c.stored],
+      `${c.version}: stored; ${run.stdout}`,
+    )
+    if (c.answer) assert.match(run.stdout, c.answer, `${c.version}: the server's answer`)
+  }
+  t.diagnostic(report.join('; '))
+
+  // A status the server refuses: 422 on stdout, and the script reports success all the same.
+  const service = uniqueService('original-status')
+  const refused = await originalScript(t, [service, 'Prod', '1.0.3', 'Shipped'])
+  assert.equal(refused.code, 0, 'no curl -f: a 422 still exits 0')
+  assert.match(refused.stdout, /"status":422/)
+  assert.deepEqual(await eventsOf(service), [])
+
+  // The drop-in image's command, same five arguments, carries every one of them intact.
+  for (const c of cases.filter((c) => c.stored !== c.version)) {
+    const dropIn = uniqueService('dropin')
+    const run = await deploy(t, {
+      args: fiveArgs(dropIn, 'Prod', c.version, 'Deployed'),
+      key: fx().key,
+      serverUrl: fx().server.url,
+    })
+    assertRecorded(run)
+    assert.equal((await onlyEventOf(dropIn)).version, c.version)
+  }
+})

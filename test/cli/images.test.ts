@@ -786,11 +786,36 @@ test(
   },
 )
 
-test('action.yml: runs.image is a Dockerfile the Actions runner builds, with the repository root as context', {
+/** The Docker image reference grammar (distribution/reference): [registry[:port]/]path[:tag]. */
+const IMAGE_REFERENCE =
+  /^(?:[a-z0-9]+(?:[.-][a-z0-9]+)*(?::\d+)?\/)?[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:\/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*:[\w][\w.-]{0,127}$/
+
+test('action.yml: runs.image is the wrapper image Dockerfile.deploy builds, pulled at tag 1 (or a Dockerfile at the root)', {
   ...TEST_TIMEOUT,
 }, () => {
   const image = String(record(loadAction().runs, 'runs').image)
-  if (image.startsWith('docker://')) return
+  const pulled = /^docker:\/\/(.*)$/.exec(image)?.[1]
+  if (pulled !== undefined) {
+    // The runner pulls a docker:// reference as it is: it must be a valid reference, and the image
+    // published from Dockerfile.deploy (the wrapper), not the server image or a typo of it.
+    assert.match(pulled, IMAGE_REFERENCE, `runs.image "${image}" is not a valid image reference`)
+    const built = /docker build -f Dockerfile\.deploy -t (\S+):1 \./.exec(
+      readRepoFile('Dockerfile.deploy'),
+    )?.[1]
+    assert.ok(
+      built,
+      'Dockerfile.deploy says how it is built: "docker build -f Dockerfile.deploy -t NAME:1 ."',
+    )
+    assert.equal(pulled, `${built}:1`, 'the action runs the image Dockerfile.deploy builds, at tag 1')
+    // And the README's publishing steps push that very name, so following them makes the action work.
+    const readme = readRepoFile('README.md')
+    assert.ok(
+      readme.includes(`docker build -f Dockerfile.deploy -t ${built}:`) &&
+        readme.includes(`docker push --all-tags ${built}`),
+      `README builds and pushes ${built}`,
+    )
+    return
+  }
   // actions/runner: Image.EndsWith("Dockerfile") || EndsWith("dockerfile") → docker build with the
   // Dockerfile's directory as context; anything else is pulled from a registry.
   assert.match(image, /[Dd]ockerfile$/, `runs.image "${image}" would be pulled as an image name`)

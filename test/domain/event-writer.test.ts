@@ -96,21 +96,61 @@ for (const target of TARGETS) {
       idempotencyKey: 'same',
     }
     const first = await writer.record(full)
-    const again = await writer.record({
+    // A true retry: same values, later, through another form (the form is not part of the event).
+    const again = await writer.record({ ...full, source: 'put-post', receivedAt: Date.now() + 5 })
+    const reused = await writer.record({
       ...full,
       input: { ...full.input, version: '9.9.9' },
-      receivedAt: Date.now() + 5,
+      receivedAt: Date.now() + 10,
     })
     const plain = await writer.record(pending(tenant.account.id, tenant.keyId, 'plain'))
     await writer.close()
-    assert.equal(first.replayed, false)
-    assert.equal(again.replayed, true)
-    assert.equal(plain.replayed, false)
+    assert.equal(first.kind, 'stored')
+    assert.equal(again.kind, 'replayed')
+    assert.equal(reused.kind, 'key-reused')
+    assert.equal(plain.kind, 'stored')
     const rows = await database.db.selectFrom('events').selectAll().orderBy('id').execute()
     assert.equal(rows.length, 2)
     assert.deepEqual(first.event, rows[0])
     assert.deepEqual(again.event, rows[0])
+    assert.deepEqual(reused.event, rows[0])
     assert.deepEqual(plain.event, rows[1])
+  })
+
+  test(`${target}: one Idempotency-Key several times in one batch: one event, replays, and refusals for other values`, async (t) => {
+    const { database, tenant, store } = await setUp(t, target)
+    const writer = new EventWriter(store)
+    const keyed = (version: string, description: string | null = null): PendingEvent => ({
+      ...pending(tenant.account.id, tenant.keyId, version),
+      input: { ...pending(tenant.account.id, tenant.keyId, version).input, description },
+      idempotencyKey: 'batch-key',
+    })
+    // Recorded in the same turn of the event loop, so the writer commits them as one batch.
+    const outcomes = await Promise.all([
+      writer.record(pending(tenant.account.id, tenant.keyId, 'before')),
+      writer.record(keyed('1.0.0')),
+      writer.record(keyed('1.0.0')),
+      writer.record(keyed('1.0.1')),
+      writer.record(keyed('1.0.0', 'a note')),
+      writer.record(keyed('1.0.0')),
+      writer.record(pending(tenant.account.id, tenant.keyId, 'after')),
+    ])
+    await writer.close()
+    assert.equal(writer.stats.batches, 1, 'the seven requests were one batch')
+    assert.deepEqual(
+      outcomes.map((o) => o.kind),
+      ['stored', 'stored', 'replayed', 'key-reused', 'key-reused', 'replayed', 'stored'],
+    )
+    const rows = await database.db.selectFrom('events').selectAll().orderBy('id').execute()
+    assert.deepEqual(
+      rows.map((r) => [r.version, r.description]),
+      [
+        ['before', null],
+        ['1.0.0', null],
+        ['after', null],
+      ],
+    )
+    for (const o of outcomes.slice(1, 6)) assert.deepEqual(o.event, rows[1])
   })
 
   test(`${target}: requests arriving together are committed in few transactions, ids in arrival order`, async (t) => {

@@ -29,10 +29,38 @@ export interface PendingEvent {
   receivedAt: number
 }
 
+/**
+ * What became of one request. `stored`: a new event. `replayed`: its Idempotency-Key matched an
+ * earlier request with the same values, nothing new was stored and `event` is the first one.
+ * `key-reused`: the key matched an earlier request with different values (a client bug), nothing
+ * was stored and `event` is the earlier event, which the caller must not answer as this one.
+ */
 export interface RecordOutcome {
+  kind: 'stored' | 'replayed' | 'key-reused'
   event: EventRow
-  /** True when the Idempotency-Key matched an earlier request and nothing new was stored. */
-  replayed: boolean
+}
+
+/**
+ * Whether a request repeats a stored event: the validated event fields, which are what a caller
+ * means by "the same event". The request form (source), the key and the arrival time are left
+ * out: a pipeline that retries through another form still sends the same event.
+ */
+export function sameEventValues(stored: EventRow, input: EventInput): boolean {
+  return (
+    stored.service === input.service &&
+    stored.environment === input.environment &&
+    stored.version === input.version &&
+    stored.status === input.status &&
+    stored.url === input.url &&
+    stored.commit_sha === input.commit &&
+    stored.description === input.description &&
+    stored.deployer === input.deployer
+  )
+}
+
+/** The answer to a request whose Idempotency-Key was already claimed by `original`. */
+function repeatOutcome(original: EventRow, item: PendingEvent): RecordOutcome {
+  return { kind: sameEventValues(original, item.input) ? 'replayed' : 'key-reused', event: original }
 }
 
 /** Stores a batch in one transaction: all of it, in order, or (when it throws) none of it. */
@@ -42,10 +70,24 @@ export interface EventStore {
   close(): Promise<void>
 }
 
-export function eventStoreFor(database: Database): EventStore {
-  if (database.dialect === 'sqlite') return new SqliteEventStore(database)
+/** The part of an open file the store uses to flush the SQLite WAL. */
+export type WalFile = Pick<FileHandle, 'sync' | 'close'>
+
+export interface EventStoreOptions {
+  /**
+   * Opens the WAL file for the fsync after each commit. Tests pass a wrapper around the default
+   * to see that the fsync happens, on which file, and before any event of the batch is answered.
+   */
+  openWal?: (path: string) => Promise<WalFile>
+}
+
+export function eventStoreFor(database: Database, options: EventStoreOptions = {}): EventStore {
+  if (database.dialect === 'sqlite') return new SqliteEventStore(database, options.openWal ?? openForSync)
   return new PostgresEventStore(database.pool)
 }
+
+/** Read-only is enough: fsync flushes whatever any process wrote to the file. */
+const openForSync = (path: string): Promise<WalFile> => open(path, 'r')
 
 const COLUMNS = [
   'account_id',
@@ -87,17 +129,17 @@ function storedRow(item: PendingEvent, id: number): EventRow {
 }
 
 /**
- * What writing one item gave: the new event's id, or, for a replayed Idempotency-Key, the event
- * stored the first time.
+ * What writing one item gave: the new event's id, or, for an Idempotency-Key already claimed, the
+ * outcome of the repeat (replayed or key-reused).
  */
-export type WriteResult = number | EventRow
+export type WriteResult = number | RecordOutcome
 
 export function outcomesOf(items: readonly PendingEvent[], results: readonly WriteResult[]): RecordOutcome[] {
   if (results.length !== items.length) throw new Error(`stored ${results.length} of ${items.length} events`)
   return results.map((result, i) =>
     typeof result === 'number'
-      ? { event: storedRow(items[i] as PendingEvent, result), replayed: false }
-      : { event: result, replayed: true },
+      ? { kind: 'stored', event: storedRow(items[i] as PendingEvent, result) }
+      : result,
   )
 }
 
@@ -160,7 +202,7 @@ function sqliteBatchWriter(
     if (claimKey.get(item.accountId, key, item.receivedAt) === undefined) {
       const original = claimedEvent.get(item.accountId, key) as EventRow | undefined
       if (!original) throw new Error('idempotency record without its event')
-      return original
+      return repeatOutcome(original, item)
     }
     const id = insert(item)
     linkKey.run(id, item.accountId, key)
@@ -187,7 +229,7 @@ class SqliteEventStore implements EventStore {
   readonly #wal: WalFlusher | null
   readonly #connection: SqliteDatabase.Database | null
 
-  constructor(database: SqliteHandle) {
+  constructor(database: SqliteHandle, openWal: (path: string) => Promise<WalFile>) {
     const path = database.sqlitePath
     if (path === ':memory:') {
       const sqlite = database.sqlite
@@ -198,7 +240,7 @@ class SqliteEventStore implements EventStore {
     }
     const { sqlite, statements } = openSqliteConnection(path, { synchronous: 'NORMAL' })
     this.#write = sqliteBatchWriter(sqlite, (sql) => statements.prepare(sql))
-    this.#wal = new WalFlusher(`${path}-wal`)
+    this.#wal = new WalFlusher(`${path}-wal`, openWal)
     this.#connection = sqlite
   }
 
@@ -220,11 +262,14 @@ class SqliteEventStore implements EventStore {
  * that arrives meanwhile shares that next one.
  */
 class WalFlusher {
-  #handle: Promise<FileHandle> | null = null
+  #handle: Promise<WalFile> | null = null
   #running: Promise<void> | null = null
   #next: Promise<void> | null = null
 
-  constructor(private readonly path: string) {}
+  constructor(
+    private readonly path: string,
+    private readonly openWal: (path: string) => Promise<WalFile>,
+  ) {}
 
   flush(): Promise<void> {
     const running = this.#running
@@ -251,7 +296,7 @@ class WalFlusher {
 
   async #sync(): Promise<void> {
     // Opened on first use: SQLite creates the WAL file at the first commit, which precedes this.
-    this.#handle ??= open(this.path, 'r')
+    this.#handle ??= this.openWal(this.path)
     try {
       await (await this.#handle).sync()
     } catch (err) {
@@ -388,7 +433,7 @@ async function writeIdempotent(db: Queryable, item: PendingEvent, key: string): 
     const original = await db.query<EventRow>({ ...PG_SQL.claimedEvent, values: [item.accountId, key] })
     const event = original.rows[0]
     if (!event) throw new Error('idempotency record without its event')
-    return { event, replayed: true }
+    return repeatOutcome(event, item)
   }
   const [outcome] = await insertPlain(db, [item])
   if (!outcome) throw new Error('event write returned no row')

@@ -12,6 +12,7 @@ import {
   toPublicEvent,
   validateEventFields,
 } from '../../domain/events/event.js'
+import { IDEMPOTENCY_WINDOW_MS } from '../../domain/events/store.js'
 import type { EventWriter } from '../../domain/events/writer.js'
 import type { ApiKeyVerifier, KeyUsageRecorder, VerifiedKey } from '../../domain/keys.js'
 import { HttpProblem, methodNotAllowed, problems } from '../problem.js'
@@ -21,6 +22,7 @@ export const INGEST_BODY_LIMIT = 16 * 1024
 /** The ingest routes' paths: answers there are JSON for machines (see API_SECURITY_HEADERS). */
 export const INGEST_PATHS: ReadonlySet<string> = new Set(['/put', '/deploy'])
 const IDEMPOTENCY_KEY_MAX = 200
+const IDEMPOTENCY_WINDOW_HOURS = IDEMPOTENCY_WINDOW_MS / 3_600_000
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -236,8 +238,18 @@ export const ingestRoutes: FastifyPluginAsync<IngestOptions> = async (app, optio
         })
         usage.touch(key.id, receivedAt)
         options.outages.recovered(request.log)
-        if (outcome.replayed) reply.header('idempotent-replayed', 'true')
-        return reply.code(outcome.replayed ? 200 : 201).send(toPublicEvent(outcome.event))
+        if (outcome.kind === 'key-reused') {
+          // The earlier event is not shown: this request is refused, and answering with another
+          // event's values would read as success to a careless client.
+          throw new HttpProblem(
+            422,
+            'idempotency-key-reused',
+            'Idempotency-Key reused',
+            `This Idempotency-Key was used in the last ${IDEMPOTENCY_WINDOW_HOURS} hours for an event with different values; nothing was stored. Send a new key for a new event.`,
+          )
+        }
+        if (outcome.kind === 'replayed') reply.header('idempotent-replayed', 'true')
+        return reply.code(outcome.kind === 'replayed' ? 200 : 201).send(toPublicEvent(outcome.event))
       }
 
     const queryFields = (request: FastifyRequest) => {
