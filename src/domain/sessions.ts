@@ -92,6 +92,46 @@ export async function deleteUserSessions(
   await q.execute()
 }
 
+/**
+ * The result of a form, kept in the session for the page the browser is redirected to
+ * (post/redirect/get): a notice, and at most one secret (a new key or one-time password) that
+ * must be shown exactly once and never travel in a URL.
+ */
+export interface Flash {
+  notice?: string
+  secret?: { kind: 'key' | 'password'; label: string; value: string }
+}
+
+// A flash nobody came back for (the redirect was never followed) is not shown hours later.
+const FLASH_LIFETIME_MS = 10 * 60 * 1000
+
+export async function setFlash(db: Kysely<DB>, sessionId: string, flash: Flash): Promise<void> {
+  await db
+    .updateTable('sessions')
+    .set({ flash: JSON.stringify({ ...flash, at: Date.now() }) })
+    .where('id', '=', sessionId)
+    .execute()
+}
+
+/** The session's flash, removed as it is read: of two page views at once only one gets it. */
+export async function takeFlash(db: Kysely<DB>, sessionId: string): Promise<Flash | undefined> {
+  const row = await db.selectFrom('sessions').select('flash').where('id', '=', sessionId).executeTakeFirst()
+  if (!row?.flash) return undefined
+  const cleared = await db
+    .updateTable('sessions')
+    .set({ flash: null })
+    .where('id', '=', sessionId)
+    .where('flash', '=', row.flash)
+    .executeTakeFirst()
+  if (Number(cleared.numUpdatedRows) !== 1) return undefined
+  const stored = JSON.parse(row.flash) as Flash & { at: number }
+  if (Date.now() - stored.at > FLASH_LIFETIME_MS) return undefined
+  return {
+    ...(stored.notice === undefined ? {} : { notice: stored.notice }),
+    ...(stored.secret === undefined ? {} : { secret: stored.secret }),
+  }
+}
+
 export async function deleteExpiredSessions(db: Kysely<DB>): Promise<void> {
   await db.deleteFrom('sessions').where('expires_at', '<=', Date.now()).execute()
 }

@@ -1,7 +1,7 @@
 // First run creates exactly one admin; login sets a safe session cookie; anonymous pages go to /login.
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
-import { findUserByEmail } from '../../src/domain/accounts.js'
+import { findUsersByEmail } from '../../src/domain/accounts.js'
 import { buildTestApp, testDialect } from '../helper.js'
 import {
   assertRedirect,
@@ -32,7 +32,7 @@ test('first run: / and /login lead to /setup, which creates the account and its 
   assert.equal(done.statusCode, 303, done.payload)
   assert.ok(browser.jar.has('shiplog_session'), 'logged in right away')
 
-  const user = await findUserByEmail(ctx.database.db, 'founder@example.com')
+  const [user] = await findUsersByEmail(ctx.database.db, 'founder@example.com')
   assert.ok(user)
   assert.equal(user.role, 'admin')
   const account = await ctx.database.db
@@ -69,7 +69,7 @@ test('after set-up, /setup redirects away and cannot create a second admin', asy
   assertRedirect(again, '/login')
   assert.equal(stranger.jar.has('shiplog_session'), false)
   assert.equal(await countRows(ctx.database, 'users'), 1)
-  assert.equal(await findUserByEmail(ctx.database.db, 'two@example.com'), undefined)
+  assert.deepEqual(await findUsersByEmail(ctx.database.db, 'two@example.com'), [])
   const intruders = await ctx.database.db
     .selectFrom('accounts')
     .select('id')
