@@ -62,15 +62,15 @@ function keyRows(d: SettingsPageData, isAdmin: boolean): SafeHtml {
       </tr></thead>
       <tbody>${d.keys.map(
         (k) => html`<tr>
-          <td data-label="Name" class="key-name">${k.name}</td>
-          <td data-label="Prefix" class="mono">${k.prefix}…</td>
-          <td data-label="Created">${timeTag(k.created_at)}</td>
-          <td data-label="Created by">${k.created_by}</td>
-          <td data-label="Last used">${k.last_used_at === null ? 'never' : timeTag(k.last_used_at)}</td>
-          <td data-label="Status">${k.revoked_at === null ? 'active' : html`<span class="badge revoked">revoked</span> ${timeTag(k.revoked_at)}`}</td>
+          <td>${k.name}</td>
+          <td class="mono">${k.prefix}…</td>
+          <td>${timeTag(k.created_at)}</td>
+          <td>${k.created_by}</td>
+          <td>${k.last_used_at === null ? 'never' : timeTag(k.last_used_at)}</td>
+          <td>${k.revoked_at === null ? 'active' : html`<span class="badge revoked">revoked</span> ${timeTag(k.revoked_at)}`}</td>
           ${
             isAdmin
-              ? html`<td class="key-actions">${
+              ? html`<td>${
                   k.revoked_at === null
                     ? html`<details class="confirm">
                       <summary>Revoke…</summary>
@@ -124,7 +124,7 @@ function snippets(baseUrl: string, image: string): SafeHtml {
 function usersSection(d: SettingsPageData, isAdmin: boolean): SafeHtml {
   const rows = d.users.map(
     (u) => html`<tr>
-      <td data-label="Email">${u.email}${u.id === d.user.userId ? html` <span class="hint">(you)</span>` : ''}</td>
+      <td>${u.email}${u.id === d.user.userId ? html` <span class="hint">(you)</span>` : ''}</td>
       <td>${
         isAdmin && u.id !== d.user.userId
           ? html`<form method="post" action="/settings/users/${u.id}/role" class="row-actions">
@@ -138,7 +138,7 @@ function usersSection(d: SettingsPageData, isAdmin: boolean): SafeHtml {
             </form>`
           : u.role
       }</td>
-      <td data-label="Added">${timeTag(u.created_at)}</td>
+      <td>${timeTag(u.created_at)}</td>
       ${
         isAdmin
           ? html`<td>${

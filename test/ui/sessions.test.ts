@@ -99,9 +99,54 @@ test('changing the password ends the other sessions of that user, not the curren
     password: 'another long password',
     confirm: 'another long password',
   })
-  assertRedirect(changed, '/logs/', 303)
+  assertRedirect(changed, '/settings/', 303)
+  // A confirmation at the top of the page it lands on, once (issue 10.23).
+  const landed = await laptop.get('/settings/')
+  assert.equal(landed.statusCode, 200)
+  assert.match(landed.payload, /<div class="notice" role="status"><p>Your password is changed\./)
+  assert.doesNotMatch((await laptop.get('/settings/')).payload, /Your password is changed/, 'shown once')
   assert.equal((await laptop.get('/logs/')).statusCode, 200)
   assertRedirect(await phone.get('/logs/'), '/login')
+})
+
+test('changing the password has the login limits: a stolen session cannot guess the current password (10 tries, then 429 even when right)', async (t) => {
+  const ctx = await buildTestApp(t)
+  const ada = await createUserIn(ctx.database, ctx.tenant.account.id, 'ada@example.com')
+  const thief = await login(ctx.app, 'ada@example.com')
+  const token = await thief.csrf('/account/password')
+  const attempt = (current: string) =>
+    thief.post('/account/password', {
+      _csrf: token,
+      current,
+      password: 'taken over for good',
+      confirm: 'taken over for good',
+    })
+  // The login above was one attempt on this address within the window.
+  for (let i = 2; i <= 10; i++) {
+    assert.equal((await attempt(`guess number ${i}`)).statusCode, 422, `guess ${i}`)
+  }
+  const blocked = await attempt(PASSWORD)
+  assert.equal(blocked.statusCode, 429)
+  assert.match(blocked.payload, /Too many password attempts/)
+  const retryAfter = Number(blocked.headers['retry-after'])
+  assert.ok(
+    Number.isInteger(retryAfter) && retryAfter > 0 && retryAfter <= 15 * 60,
+    `Retry-After ${retryAfter}`,
+  )
+  const row = await ctx.database.db
+    .selectFrom('users')
+    .select('password_hash')
+    .where('id', '=', ada.id)
+    .executeTakeFirstOrThrow()
+  assert.equal(row.password_hash, ada.password_hash, 'the password is unchanged')
+  // Logging in with that address is throttled too: the same budget.
+  const owner = new Browser(ctx.app)
+  const res = await owner.post('/login', {
+    _csrf: await owner.csrf('/login'),
+    email: 'ada@example.com',
+    password: PASSWORD,
+  })
+  assert.equal(res.statusCode, 429)
 })
 
 test('the Log out button on an error page works', async (t) => {
