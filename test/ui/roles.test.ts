@@ -289,3 +289,124 @@ test('two admins demoting or removing each other at the same moment still leave 
   }
   assert.deepEqual(adminsLeft, { role: 1, remove: 1 }, 'admins left after concurrent demotions / removals')
 })
+
+/** The Settings page a browser lands on after a form: it must be the redirect target, not the answer. */
+async function landing(browser: Browser, res: Awaited<ReturnType<Browser['get']>>) {
+  assertRedirect(res, '/settings/', 303)
+  assert.equal(String(res.headers.location), '/settings/', 'nothing of the result travels in the URL')
+  return browser.get('/settings/')
+}
+
+test('every Settings form is post/redirect/get: the result shows once at the top, and refreshing repeats nothing (issue 10.15)', async (t) => {
+  const ctx = await buildTestApp(t)
+  const accountId = ctx.tenant.account.id
+  const { browser: admin, user: ada } = await userSession(ctx, accountId, 'ada@example.com')
+  const mel = await createUserIn(ctx.database, accountId, 'mel@example.com', { role: 'member' })
+  const flashOf = async () =>
+    (
+      await ctx.database.db.selectFrom('sessions').select('flash').where('user_id', '=', ada.id).execute()
+    ).map((r) => r.flash)
+
+  // A new key: shown on the page the redirect leads to, above everything else, then never again.
+  const keysBefore = await countRows(ctx.database, 'api_keys')
+  const page = await landing(admin, await admin.submit('/settings/', '/settings/keys', { name: 'deploys' }))
+  const key = textOfId(page.payload, 'new-key')
+  assert.ok(key)
+  assert.ok(page.payload.indexOf('id="new-key"') < page.payload.indexOf('id="keys-heading"'), 'at the top')
+  assert.deepEqual(await flashOf(), [null], 'the secret is gone from the server once shown')
+  for (let refresh = 0; refresh < 3; refresh++) {
+    const again = await admin.get('/settings/')
+    assert.equal(again.statusCode, 200)
+    assert.ok(!again.payload.includes(key), 'a refresh does not show the key again')
+  }
+  assert.equal(
+    await countRows(ctx.database, 'api_keys'),
+    keysBefore + 1,
+    'one key, however often the page is reloaded',
+  )
+
+  // A new user: the one-time password sits at the top, in the same notice pattern.
+  const usersBefore = await countRows(ctx.database, 'users')
+  const added = await landing(
+    admin,
+    await admin.submit('/settings/', '/settings/users', { email: 'new@example.com' }),
+  )
+  const oneTime = textOfId(added.payload, 'new-password')
+  assert.ok(oneTime)
+  assert.ok(
+    added.payload.indexOf('id="new-password"') < added.payload.indexOf('id="keys-heading"'),
+    'at the top',
+  )
+  assert.match(added.payload, /new@example\.com is added as member/)
+  assert.ok(!(await admin.get('/settings/')).payload.includes(oneTime))
+  assert.equal(await countRows(ctx.database, 'users'), usersBefore + 1)
+
+  // Role, reset, remove and revoke: a notice once each.
+  const cases: [string, Record<string, string>, RegExp][] = [
+    [`/settings/users/${mel.id}/role`, { role: 'admin' }, /The role is changed/],
+    [`/settings/users/${mel.id}/password`, {}, /mel@example\.com has a new one-time password/],
+    [`/settings/keys/${ctx.tenant.keyId}/revoke`, {}, /The key is revoked/],
+    [`/settings/users/${mel.id}/remove`, {}, /The user is removed/],
+  ]
+  for (const [url, form, notice] of cases) {
+    const shown = await landing(admin, await admin.submit('/settings/', url, form))
+    assert.match(shown.payload, notice, url)
+    assert.doesNotMatch((await admin.get('/settings/')).payload, notice, `${url}: shown once`)
+  }
+
+  // A flash nobody came back for is not shown later to a page of another session either.
+  const other = await login(ctx.app, 'ada@example.com')
+  assertRedirect(await admin.submit('/settings/', '/settings/keys', { name: 'unseen' }), '/settings/', 303)
+  assert.equal(
+    textOfId((await other.get('/settings/')).payload, 'new-key'),
+    undefined,
+    'flashes are per session',
+  )
+})
+
+test("an admin resets a user's password: a new one-time password shown once, their sessions end, the old password stops working (issue 10.14)", async (t) => {
+  const ctx = await buildTestApp(t)
+  const accountId = ctx.tenant.account.id
+  const { browser: admin, user: ada } = await userSession(ctx, accountId, 'ada@example.com')
+  const { browser: member, user: mel } = await userSession(ctx, accountId, 'mel@example.com', 'member')
+  const settings = await admin.get('/settings/')
+  assert.match(settings.payload, new RegExp(`action="/settings/users/${mel.id}/password"`))
+  assert.doesNotMatch(
+    settings.payload,
+    new RegExp(`action="/settings/users/${ada.id}/password"`),
+    'not for oneself',
+  )
+
+  const page = await landing(
+    admin,
+    await admin.submit('/settings/', `/settings/users/${mel.id}/password`, {}),
+  )
+  const oneTime = textOfId(page.payload, 'new-password')
+  assert.ok(oneTime && oneTime.length >= 20)
+  assertRedirect(await member.get('/logs/'), '/login', 303)
+  assert.equal((await userRow(ctx.database, mel.id))?.must_change_password, 1)
+
+  const stale = new Browser(ctx.app)
+  const old = await stale.post('/login', {
+    _csrf: await stale.csrf('/login'),
+    email: 'mel@example.com',
+    password: 'correct horse battery staple',
+  })
+  assert.equal(old.statusCode, 401, 'the old password no longer works')
+  const fresh = new Browser(ctx.app)
+  const res = await fresh.post('/login', {
+    _csrf: await fresh.csrf('/login'),
+    email: 'mel@example.com',
+    password: oneTime,
+  })
+  assertRedirect(res, '/account/password', 303)
+
+  // Oneself: refused with a reason; someone of another account or no one: 404; members: 403.
+  const self = await admin.submit('/settings/', `/settings/users/${ada.id}/password`, {})
+  assert.equal(self.statusCode, 409)
+  assert.equal((await admin.submit('/settings/', '/settings/users/999999/password', {})).statusCode, 404)
+  const { browser: plain } = await userSession(ctx, accountId, 'pat@example.com', 'member')
+  const refused = await plain.submit('/settings/', `/settings/users/${ada.id}/password`, {})
+  assert.equal(refused.statusCode, 403)
+  assert.equal((await userRow(ctx.database, ada.id))?.password_hash, ada.password_hash)
+})
