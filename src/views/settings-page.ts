@@ -167,7 +167,7 @@ function usersSection(d: SettingsPageData, isAdmin: boolean): SafeHtml {
   )
   return html`<section aria-labelledby="users-heading">
       <h2 id="users-heading">Users</h2>
-      <div class="table-wrap"><table class="stack-on-phone">
+      <div class="table-wrap"><table class="stack-on-phone users-table">
         <caption class="sr-only">Users of this account</caption>
         <thead><tr><th scope="col">Email</th><th scope="col">Role</th><th scope="col">Added</th>
         ${isAdmin ? html`<th scope="col"><span class="sr-only">Actions</span></th>` : ''}</tr></thead>
