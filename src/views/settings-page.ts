@@ -92,7 +92,7 @@ function keyRows(d: SettingsPageData, isAdmin: boolean): SafeHtml {
 function snippets(baseUrl: string, image: string): SafeHtml {
   return html`<h2 id="snippets">Send events from your pipelines</h2>
     <p class="hint">Keep the key in your CI system's secrets as <code>SHIPLOG_API_KEY</code>; never write it into a script.</p>
-    <p class="hint" id="image-note">The GitHub Actions and GitLab CI snippets use the <code>${image}:1</code> image. It is not on a public registry: build it from this repository's <code>Dockerfile.deploy</code> and publish it to your own registry first (<code>docker build -f Dockerfile.deploy -t ${image}:1 .</code>, then <code>docker push</code>; the README's "Recording from CI" shows the steps), or use the curl forms.</p>
+    <p class="hint" id="image-note">The GitHub Actions and GitLab CI snippets use the <code>${image}:1</code> image. It is not on a public registry: build it from this repository's <code>Dockerfile.deploy</code> and publish it to your own registry first (<code>docker build -f Dockerfile.deploy -t ${image}:1 .</code>, then <code>docker push</code>; the README section "Container images" shows the steps), or use the curl forms.</p>
     <h3>curl: newer form</h3>
     <pre class="snippet"><code>curl -X POST ${baseUrl}/deploy \\
   -H "Content-Type: application/json" -H "x-api-key: $SHIPLOG_API_KEY" \\
