@@ -31,7 +31,7 @@ export interface SessionsTable {
   created_at: EpochMs
   last_seen_at: EpochMs
   expires_at: EpochMs
-  /** JSON of the one-time result of the last form (notice, new secret) until the next page view. */
+  /** The result of the last form (notice, new secret) until the next page view, sealed (AES-GCM) with a key from the cookie's token. */
   flash: string | null
 }
 

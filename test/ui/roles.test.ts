@@ -37,6 +37,12 @@ test('a member reads /logs/ and /settings/ but gets 403 for every change, and no
   assert.equal(settings.statusCode, 200)
   assert.match(settings.payload, /API Keys/)
   assert.match(settings.payload, /<td>ci<\/td>/, 'the key list is readable')
+  // The CI snippets name the deploy image and say it must be built and published first (10.23).
+  assert.match(settings.payload, /uses: docker:\/\/shiplog\/deploy:1/)
+  assert.match(
+    settings.payload,
+    /not on a public registry: build it from this repository's <code>Dockerfile\.deploy<\/code> and publish it to your own registry first/,
+  )
   assert.doesNotMatch(settings.payload, /action="\/settings\/keys"|\/revoke"|action="\/settings\/users/)
 
   const keysBefore = await countRows(ctx.database, 'api_keys')
@@ -352,6 +358,20 @@ test('every Settings form is post/redirect/get: the result shows once at the top
     const shown = await landing(admin, await admin.submit('/settings/', url, form))
     assert.match(shown.payload, notice, url)
     assert.doesNotMatch((await admin.get('/settings/')).payload, notice, `${url}: shown once`)
+  }
+
+  // Until it is shown, the new key waits in the session row sealed with a key only the cookie
+  // gives: a copy of the database holds neither it nor anything that opens it.
+  assertRedirect(await admin.submit('/settings/', '/settings/keys', { name: 'sealed' }), '/settings/', 303)
+  const pending = (await flashOf()).filter((f) => f !== null)
+  assert.equal(pending.length, 1)
+  const sealedKey = textOfId((await admin.get('/settings/')).payload, 'new-key')
+  assert.ok(sealedKey)
+  for (const stored of pending) {
+    assert.ok(
+      !stored?.includes(sealedKey) && !stored?.includes('shl_') && !stored?.includes('sealed'),
+      'sealed',
+    )
   }
 
   // A flash nobody came back for is not shown later to a page of another session either.

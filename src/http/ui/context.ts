@@ -150,7 +150,7 @@ export function createUiContext(options: UiOptions): UiContext {
       reply.clearCookie(sessionCookie, { path: '/', ...(secure === true ? { secure: true } : {}) })
     },
     async redirectWithFlash(reply, user, location, flash) {
-      await setFlash(database.db, user.sessionId, flash)
+      await setFlash(database.db, user, flash)
       return reply.redirect(location, 303)
     },
   }

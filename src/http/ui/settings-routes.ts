@@ -111,7 +111,7 @@ export const settingsRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app, 
     const user = ctx.requireUser(request, reply)
     if (!user) return reply
     // The result of the form that redirected here, shown on this view only (post/redirect/get).
-    const flash = await takeFlash(db, user.sessionId)
+    const flash = await takeFlash(db, user)
     return render(request, reply, user, {
       ...(flash?.notice ? { notice: flash.notice } : {}),
       ...(flash?.secret ? { secret: flash.secret } : {}),
