@@ -430,3 +430,31 @@ test("an admin resets a user's password: a new one-time password shown once, the
   assert.equal(refused.statusCode, 403)
   assert.equal((await userRow(ctx.database, ada.id))?.password_hash, ada.password_hash)
 })
+
+test('a Settings or login form with a field sent twice gets a 400 page and changes nothing; a doubled "next" is just ignored', async (t) => {
+  const ctx = await buildTestApp(t)
+  const { browser: admin } = await userSession(ctx, ctx.tenant.account.id, 'ada@example.com')
+  const keysBefore = await countRows(ctx.database, 'api_keys')
+  const usersBefore = await countRows(ctx.database, 'users')
+  const post = async (url: string, body: string) =>
+    ctx.app.inject({
+      method: 'POST',
+      url,
+      headers: { cookie: admin.cookieHeader(), 'content-type': 'application/x-www-form-urlencoded' },
+      payload: `_csrf=${encodeURIComponent(await admin.csrf('/settings/'))}&${body}`,
+    })
+  for (const [url, body] of [
+    ['/settings/keys', 'name=a&name=b'],
+    ['/settings/users', 'email=x%40example.com&email=y%40example.com'],
+    ['/settings/users', 'email=x%40example.com&role=admin&role=member'],
+  ] as const) {
+    const res = await post(url, body)
+    assert.equal(res.statusCode, 400, `${url} ${body}: ${res.payload.slice(0, 200)}`)
+    assert.match(String(res.headers['content-type']), /^text\/html/)
+  }
+  assert.equal(await countRows(ctx.database, 'api_keys'), keysBefore)
+  assert.equal(await countRows(ctx.database, 'users'), usersBefore)
+  const login = await ctx.app.inject({ method: 'GET', url: '/login?next=/settings/&next=//evil.example' })
+  assert.equal(login.statusCode, 200)
+  assert.doesNotMatch(login.payload, /name="next"/)
+})
