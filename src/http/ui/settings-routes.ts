@@ -30,8 +30,12 @@ const UserBody = Type.Object({ ...CSRF, email: text(), role: text(40) })
 const RoleBody = Type.Object({ ...CSRF, role: text(40) })
 const CsrfOnlyBody = Type.Object(CSRF)
 
+/** The schema of a form posted to /…/:id/… with nothing but its CSRF token. */
+const ID_FORM = { schema: { params: IdParams, body: CsrfOnlyBody } }
+
 /** The numeric id in the path; anything else is a 404 (there is no such item). */
-function idParam(raw: string): number {
+function idParam(request: { params: { id: string } }): number {
+  const raw = request.params.id
   if (!/^\d{1,15}$/.test(raw)) throw new HttpProblem(404, 'not-found', 'Not found', 'There is no such item.')
   return Number(raw)
 }
@@ -139,21 +143,17 @@ export const settingsRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app, 
     })
   })
 
-  app.post(
-    '/settings/keys/:id/revoke',
-    { schema: { params: IdParams, body: CsrfOnlyBody } },
-    async (request, reply) => {
-      const user = admin(request, reply)
-      if (!user) return reply
-      const row = await revokeApiKey(db, user.accountId, String(idParam(request.params.id)))
-      if (!row) throw new HttpProblem(404, 'not-found', 'No such key', 'This account has no such API key.')
-      ctx.verifier.forget(row.id)
-      await announceRevocation(ctx.database, row.digest)
-      return ctx.redirectWithFlash(reply, user, '/settings/', {
-        notice: 'The key is revoked: requests using it are refused from now on.',
-      })
-    },
-  )
+  app.post('/settings/keys/:id/revoke', ID_FORM, async (request, reply) => {
+    const user = admin(request, reply)
+    if (!user) return reply
+    const row = await revokeApiKey(db, user.accountId, String(idParam(request)))
+    if (!row) throw new HttpProblem(404, 'not-found', 'No such key', 'This account has no such API key.')
+    ctx.verifier.forget(row.id)
+    await announceRevocation(ctx.database, row.digest)
+    return ctx.redirectWithFlash(reply, user, '/settings/', {
+      notice: 'The key is revoked: requests using it are refused from now on.',
+    })
+  })
 
   app.post('/settings/users', { schema: { body: UserBody } }, async (request, reply) => {
     const user = admin(request, reply)
@@ -202,57 +202,43 @@ export const settingsRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app, 
       if (!isUserRole(role)) {
         return render(request, reply, user, { errors: ['Role must be admin or member.'] }, 422)
       }
-      const id = idParam(request.params.id)
+      const id = idParam(request)
       const refused = await keepingAnAdmin(() => changeRole(db, user.accountId, id, role))
       if (refused) return render(request, reply, user, { errors: [refused] }, 409)
       return ctx.redirectWithFlash(reply, user, '/settings/', { notice: 'The role is changed.' })
     },
   )
 
-  app.post(
-    '/settings/users/:id/password',
-    { schema: { params: IdParams, body: CsrfOnlyBody } },
-    async (request, reply) => {
-      const user = admin(request, reply)
-      if (!user) return reply
-      const id = idParam(request.params.id)
-      if (id === user.userId) {
-        return render(
-          request,
-          reply,
-          user,
-          { errors: ['Change your own password under "Your account".'] },
-          409,
-        )
-      }
-      const target = (await listUsers(db, user.accountId)).find((u) => u.id === id)
-      const password = oneTimePassword()
-      // Scoped to the admin's account: another account's user id is "no such user".
-      if (!target || !(await resetPassword(db, user.accountId, id, password, { oneTime: true }))) {
-        throw new HttpProblem(404, 'not-found', 'No such user', 'This account has no such user.')
-      }
-      return ctx.redirectWithFlash(reply, user, '/settings/', {
-        notice: `${target.email} has a new one-time password and was logged out everywhere.`,
-        secret: { kind: 'password', label: target.email, value: password },
-      })
-    },
-  )
+  app.post('/settings/users/:id/password', ID_FORM, async (request, reply) => {
+    const user = admin(request, reply)
+    if (!user) return reply
+    const id = idParam(request)
+    if (id === user.userId) {
+      return render(request, reply, user, { errors: ['Change your own password under "Your account".'] }, 409)
+    }
+    const target = (await listUsers(db, user.accountId)).find((u) => u.id === id)
+    const password = oneTimePassword()
+    // Scoped to the admin's account: another account's user id is "no such user".
+    if (!target || !(await resetPassword(db, user.accountId, id, password, { oneTime: true }))) {
+      throw new HttpProblem(404, 'not-found', 'No such user', 'This account has no such user.')
+    }
+    return ctx.redirectWithFlash(reply, user, '/settings/', {
+      notice: `${target.email} has a new one-time password and was logged out everywhere.`,
+      secret: { kind: 'password', label: target.email, value: password },
+    })
+  })
 
-  app.post(
-    '/settings/users/:id/remove',
-    { schema: { params: IdParams, body: CsrfOnlyBody } },
-    async (request, reply) => {
-      const user = admin(request, reply)
-      if (!user) return reply
-      const id = idParam(request.params.id)
-      if (id === user.userId) {
-        return render(request, reply, user, { errors: ['You cannot remove yourself.'] }, 409)
-      }
-      const refused = await keepingAnAdmin(() => removeUser(db, user.accountId, id))
-      if (refused) return render(request, reply, user, { errors: [refused] }, 409)
-      return ctx.redirectWithFlash(reply, user, '/settings/', {
-        notice: 'The user is removed and logged out.',
-      })
-    },
-  )
+  app.post('/settings/users/:id/remove', ID_FORM, async (request, reply) => {
+    const user = admin(request, reply)
+    if (!user) return reply
+    const id = idParam(request)
+    if (id === user.userId) {
+      return render(request, reply, user, { errors: ['You cannot remove yourself.'] }, 409)
+    }
+    const refused = await keepingAnAdmin(() => removeUser(db, user.accountId, id))
+    if (refused) return render(request, reply, user, { errors: [refused] }, 409)
+    return ctx.redirectWithFlash(reply, user, '/settings/', {
+      notice: 'The user is removed and logged out.',
+    })
+  })
 }
