@@ -1,4 +1,4 @@
-// The operator command: serve, migrate, users create, keys create|list|revoke.
+// The operator command: serve, migrate, users create|set-password, keys create|list|revoke.
 import { readFileSync } from 'node:fs'
 import { parseArgs } from 'node:util'
 import { ConfigError, loadConfig, redactUrl } from '../config.js'
@@ -11,6 +11,8 @@ import {
   emailProblem,
   ensureAccount,
   findAccountByName,
+  findUserInAccount,
+  resetPassword,
   UserExistsError,
 } from '../domain/accounts.js'
 import { isDatabaseUnavailable } from '../domain/database-errors.js'
@@ -37,7 +39,12 @@ Commands:
   migrate                            bring the database schema up to date
   users create --account NAME --email EMAIL --password-stdin [--role admin|member]
                                      create a user (and the account if it is new);
-                                     the password is read from standard input
+                                     the password is read from standard input; an
+                                     address may be in several accounts, once in each
+  users set-password --account NAME --email EMAIL --password-stdin [--one-time]
+                                     give an existing user a new password (read from
+                                     standard input) and end their sessions; with
+                                     --one-time they must choose their own at next login
   keys create --account NAME --name LABEL
                                      create an API key; prints only the key on stdout
   keys list --account NAME           list the account's API keys
@@ -135,6 +142,44 @@ async function usersCreate(args: string[]): Promise<void> {
       if (err instanceof UserExistsError) throw new CliError(err.message)
       throw err
     }
+  })
+}
+
+async function usersSetPassword(args: string[]): Promise<void> {
+  const usage = 'shiplog users set-password --account NAME --email EMAIL --password-stdin [--one-time]'
+  const { values } = parseArgs({
+    args,
+    options: {
+      account: { type: 'string' },
+      email: { type: 'string' },
+      'password-stdin': { type: 'boolean' },
+      'one-time': { type: 'boolean', default: false },
+    },
+    strict: true,
+  })
+  const accountName = required(values, 'account', usage)
+  const email = required(values, 'email', usage)
+  if (!values['password-stdin']) throw new CliError(`--password-stdin is required (${usage})`, 2)
+  const badEmail = emailProblem(email)
+  if (badEmail) throw new CliError(`--email ${badEmail}`, 2)
+
+  // One trailing newline (from echo or a terminal) is not part of the password.
+  const password = (await readStdin()).replace(/\r?\n$/, '')
+  const badPassword = passwordProblem(password)
+  if (badPassword) throw new CliError(`password ${badPassword}`)
+
+  await withDatabase(async (database) => {
+    const account = await accountOrFail(database, accountName)
+    const user = await findUserInAccount(database.db, account.id, email)
+    const oneTime = values['one-time'] === true
+    if (!user || !(await resetPassword(database.db, account.id, user.id, password, { oneTime }))) {
+      throw new CliError(
+        `account "${printableName(account.name)}" has no user ${printableName(email.trim())}`,
+      )
+    }
+    process.stderr.write(
+      `set a ${oneTime ? 'one-time ' : ''}password for ${printableName(user.email)} in account "${printableName(account.name)}"; their sessions are ended\n`,
+    )
   })
 }
 
@@ -258,6 +303,7 @@ export async function main(argv: string[]): Promise<number> {
     if (command === 'serve') await serve(argv.slice(1))
     else if (command === 'migrate') await migrate(argv.slice(1))
     else if (command === 'users' && sub === 'create') await usersCreate(rest)
+    else if (command === 'users' && sub === 'set-password') await usersSetPassword(rest)
     else if (command === 'keys' && sub === 'create') await keysCreate(rest)
     else if (command === 'keys' && sub === 'list') await keysList(rest)
     else if (command === 'keys' && sub === 'revoke') await keysRevoke(rest)

@@ -15,7 +15,7 @@ export type UserRole = 'admin' | 'member'
 export interface UsersTable {
   id: Generated<number>
   account_id: number
-  /** Lower-cased; unique across the installation because login asks only for the address. */
+  /** Lower-cased; unique within an account (the same person may belong to several accounts). */
   email: string
   password_hash: string
   role: UserRole
@@ -31,6 +31,8 @@ export interface SessionsTable {
   created_at: EpochMs
   last_seen_at: EpochMs
   expires_at: EpochMs
+  /** The result of the last form (notice, new secret) until the next page view, sealed (AES-GCM) with a key from the cookie's token. */
+  flash: string | null
 }
 
 export interface ApiKeysTable {

@@ -44,26 +44,36 @@ export class UserExistsError extends Error {
   override readonly name = 'UserExistsError'
 }
 
+/**
+ * Adds a user to an account. An address is unique within an account only: the same person may
+ * belong to several, and whether an address exists in another account is never revealed.
+ */
 export async function createUser(
   db: Kysely<DB>,
   input: { accountId: number; email: string; password: string; role: UserRole; oneTimePassword?: boolean },
 ): Promise<User> {
   const email = normaliseEmail(input.email)
-  const taken = await db.selectFrom('users').select('id').where('email', '=', email).executeTakeFirst()
-  if (taken) throw new UserExistsError(`a user with email ${email} already exists`)
+  const exists = () => findUserInAccount(db, input.accountId, email)
+  if (await exists()) throw new UserExistsError(`a user with email ${email} already exists in this account`)
   const passwordHash = await hashPassword(input.password)
-  return db
-    .insertInto('users')
-    .values({
-      account_id: input.accountId,
-      email,
-      password_hash: passwordHash,
-      role: input.role,
-      created_at: Date.now(),
-      must_change_password: input.oneTimePassword ? 1 : 0,
-    })
-    .returningAll()
-    .executeTakeFirstOrThrow()
+  try {
+    return await db
+      .insertInto('users')
+      .values({
+        account_id: input.accountId,
+        email,
+        password_hash: passwordHash,
+        role: input.role,
+        created_at: Date.now(),
+        must_change_password: input.oneTimePassword ? 1 : 0,
+      })
+      .returningAll()
+      .executeTakeFirstOrThrow()
+  } catch (err) {
+    // Added by someone else between the check and the insert: the unique (account, email) refused it.
+    if (await exists()) throw new UserExistsError(`a user with email ${email} already exists in this account`)
+    throw err
+  }
 }
 
 export async function countUsers(db: Kysely<DB>): Promise<number> {
@@ -74,9 +84,41 @@ export async function countUsers(db: Kysely<DB>): Promise<number> {
   return Number(row.n)
 }
 
-export async function findUserByEmail(db: Kysely<DB>, email: string): Promise<User | undefined> {
-  return db.selectFrom('users').selectAll().where('email', '=', normaliseEmail(email)).executeTakeFirst()
+export async function findUserInAccount(
+  db: Kysely<DB>,
+  accountId: number,
+  email: string,
+): Promise<User | undefined> {
+  return db
+    .selectFrom('users')
+    .selectAll()
+    .where('account_id', '=', accountId)
+    .where('email', '=', normaliseEmail(email))
+    .executeTakeFirst()
 }
+
+export async function findUserById(db: Kysely<DB>, userId: number): Promise<User | undefined> {
+  return db.selectFrom('users').selectAll().where('id', '=', userId).executeTakeFirst()
+}
+
+/** Every user with this address, one per account, with the account's name (login picks one). */
+export async function findUsersByEmail(
+  db: Kysely<DB>,
+  email: string,
+): Promise<(User & { account_name: string })[]> {
+  return db
+    .selectFrom('users')
+    .innerJoin('accounts', 'accounts.id', 'users.account_id')
+    .selectAll('users')
+    .select('accounts.name as account_name')
+    .where('users.email', '=', normaliseEmail(email))
+    .orderBy('accounts.name')
+    .limit(MAX_ACCOUNTS_PER_EMAIL)
+    .execute()
+}
+
+/** Login checks the password against each of a person's accounts; this bounds the work. */
+export const MAX_ACCOUNTS_PER_EMAIL = 20
 
 export async function listUsers(db: Kysely<DB>, accountId: number): Promise<User[]> {
   return db.selectFrom('users').selectAll().where('account_id', '=', accountId).orderBy('id').execute()
@@ -132,6 +174,31 @@ export async function setPassword(
     .set({ password_hash: passwordHash, must_change_password: options.oneTime ? 1 : 0 })
     .where('id', '=', userId)
     .execute()
+}
+
+/**
+ * Sets a new one-time password for a user of the account (an admin's reset, or the operator's
+ * `users set-password`) and ends their sessions. False when the account has no such user.
+ */
+export async function resetPassword(
+  db: Kysely<DB>,
+  accountId: number,
+  userId: number,
+  password: string,
+  options: { oneTime: boolean },
+): Promise<boolean> {
+  const passwordHash = await hashPassword(password)
+  return db.transaction().execute(async (trx) => {
+    const updated = await trx
+      .updateTable('users')
+      .set({ password_hash: passwordHash, must_change_password: options.oneTime ? 1 : 0 })
+      .where('id', '=', userId)
+      .where('account_id', '=', accountId)
+      .executeTakeFirst()
+    if (Number(updated.numUpdatedRows) !== 1) return false
+    await trx.deleteFrom('sessions').where('user_id', '=', userId).execute()
+    return true
+  })
 }
 
 export class LastAdminError extends Error {

@@ -1,5 +1,5 @@
 // Server-side login sessions: the cookie holds a random token, the database its digest.
-import { randomBytes } from 'node:crypto'
+import { createCipheriv, createDecipheriv, createHash, randomBytes } from 'node:crypto'
 import type { Kysely } from 'kysely'
 import type { DB, UserRole } from '../db/schema.js'
 import { sha256Hex } from './text-rules.js'
@@ -19,6 +19,15 @@ export interface SessionUser {
   accountId: number
   accountName: string
   mustChangePassword: boolean
+  /**
+   * Encrypts this session's flash. Derived from the cookie's token, which the database never
+   * holds (it keeps another digest of it), so a pending new key is not readable from a copy of it.
+   */
+  flashKey: Buffer
+}
+
+function flashKeyOf(token: string): Buffer {
+  return createHash('sha256').update(`shiplog flash\0${token}`).digest()
 }
 
 export async function createSession(db: Kysely<DB>, userId: number): Promise<string> {
@@ -74,6 +83,7 @@ export async function findSession(db: Kysely<DB>, token: string): Promise<Sessio
     accountId: row.accountId,
     accountName: row.accountName,
     mustChangePassword: row.must_change_password === 1,
+    flashKey: flashKeyOf(token),
   }
 }
 
@@ -90,6 +100,73 @@ export async function deleteUserSessions(
   let q = db.deleteFrom('sessions').where('user_id', '=', userId)
   if (keepSessionId) q = q.where('id', '!=', keepSessionId)
   await q.execute()
+}
+
+/**
+ * The result of a form, kept in the session for the page the browser is redirected to
+ * (post/redirect/get): a notice, and at most one secret (a new key or one-time password) that
+ * must be shown exactly once and never travel in a URL.
+ */
+export interface Flash {
+  notice?: string
+  secret?: { kind: 'key' | 'password'; label: string; value: string }
+}
+
+// A flash nobody came back for (the redirect was never followed) is not shown hours later.
+const FLASH_LIFETIME_MS = 10 * 60 * 1000
+
+function sealFlash(key: Buffer, flash: Flash): string {
+  const iv = randomBytes(12)
+  const cipher = createCipheriv('aes-256-gcm', key, iv)
+  const body = Buffer.concat([
+    cipher.update(JSON.stringify({ ...flash, at: Date.now() }), 'utf8'),
+    cipher.final(),
+  ])
+  return [iv, cipher.getAuthTag(), body].map((b) => b.toString('base64')).join('.')
+}
+
+function openFlash(key: Buffer, sealed: string): (Flash & { at: number }) | undefined {
+  const [iv, tag, body] = sealed.split('.').map((part) => Buffer.from(part, 'base64'))
+  if (!iv || !tag || !body) return undefined
+  try {
+    const decipher = createDecipheriv('aes-256-gcm', key, iv)
+    decipher.setAuthTag(tag)
+    return JSON.parse(Buffer.concat([decipher.update(body), decipher.final()]).toString('utf8'))
+  } catch {
+    // Not sealed with this session's key: nothing to show.
+    return undefined
+  }
+}
+
+export async function setFlash(db: Kysely<DB>, session: SessionUser, flash: Flash): Promise<void> {
+  await db
+    .updateTable('sessions')
+    .set({ flash: sealFlash(session.flashKey, flash) })
+    .where('id', '=', session.sessionId)
+    .execute()
+}
+
+/** The session's flash, removed as it is read: of two page views at once only one gets it. */
+export async function takeFlash(db: Kysely<DB>, session: SessionUser): Promise<Flash | undefined> {
+  const row = await db
+    .selectFrom('sessions')
+    .select('flash')
+    .where('id', '=', session.sessionId)
+    .executeTakeFirst()
+  if (!row?.flash) return undefined
+  const cleared = await db
+    .updateTable('sessions')
+    .set({ flash: null })
+    .where('id', '=', session.sessionId)
+    .where('flash', '=', row.flash)
+    .executeTakeFirst()
+  if (Number(cleared.numUpdatedRows) !== 1) return undefined
+  const stored = openFlash(session.flashKey, row.flash)
+  if (!stored || Date.now() - stored.at > FLASH_LIFETIME_MS) return undefined
+  return {
+    ...(typeof stored.notice === 'string' ? { notice: stored.notice } : {}),
+    ...(stored.secret === undefined ? {} : { secret: stored.secret }),
+  }
 }
 
 export async function deleteExpiredSessions(db: Kysely<DB>): Promise<void> {

@@ -44,6 +44,8 @@ export function loginPage(p: {
   email?: string
   next?: string
   notice?: string
+  /** When the address belongs to several accounts: the ones this password opens, to choose from. */
+  accounts?: { id: number; name: string }[]
 }) {
   return layout({
     title: 'Log in',
@@ -55,9 +57,22 @@ export function loginPage(p: {
         <input type="hidden" name="_csrf" value="${p.csrfToken}">
         ${p.next ? html`<input type="hidden" name="next" value="${p.next}">` : ''}
         <label for="email">Email</label>
-        <input id="email" name="email" type="email" required value="${p.email ?? ''}" autocomplete="username" autofocus>
+        <input id="email" name="email" type="email" required value="${p.email ?? ''}" autocomplete="username" ${p.accounts ? '' : html`autofocus`}>
+        ${
+          p.accounts
+            ? html`<fieldset>
+              <legend>Account</legend>
+              ${p.accounts.map(
+                (a, i) => html`<div class="choice">
+                  <input type="radio" id="account-${a.id}" name="account" value="${a.id}" ${i === 0 ? html`checked` : ''}>
+                  <label for="account-${a.id}">${a.name}</label>
+                </div>`,
+              )}
+            </fieldset>`
+            : ''
+        }
         <label for="password">Password</label>
-        <input id="password" name="password" type="password" required autocomplete="current-password">
+        <input id="password" name="password" type="password" required autocomplete="current-password" ${p.accounts ? html`autofocus` : ''}>
         <p><button type="submit">Log in</button></p>
       </form>
     </div>`,

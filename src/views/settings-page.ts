@@ -1,6 +1,6 @@
 // Settings: API keys (create, shown once, list, revoke), ready-to-paste snippets, and users.
 import type { ApiKeyRow, User } from '../db/schema.js'
-import type { SessionUser } from '../domain/sessions.js'
+import type { Flash, SessionUser } from '../domain/sessions.js'
 import { html, type SafeHtml } from './html.js'
 import { layout, timeTag } from './layout.js'
 
@@ -11,16 +11,37 @@ export interface SettingsPageData {
   users: User[]
   baseUrl: string
   deployImage: string
-  /** A key created by this request: its only appearance. */
-  newKey?: { name: string; key: string }
-  /** A one-time password for a user just added or reset: its only appearance. */
-  newPassword?: { email: string; password: string }
+  /** A key just created or a one-time password just issued: its only appearance. */
+  secret?: Flash['secret']
   notice?: string
   errors: string[]
 }
 
+/** The one notice pattern: the result of the last action, at the top of the page, shown once. */
+function notices(d: SettingsPageData): SafeHtml {
+  const secret = d.secret
+  return html`${d.notice ? html`<div class="notice" role="status"><p>${d.notice}</p></div>` : ''}
+    ${
+      secret?.kind === 'key'
+        ? secretBlock(
+            'new-key',
+            `New key "${secret.label}":`,
+            secret.value,
+            'Copy it now: it is shown only this once, and Shiplog keeps only a fingerprint of it.',
+          )
+        : secret?.kind === 'password'
+          ? secretBlock(
+              'new-password',
+              `One-time password for ${secret.label}:`,
+              secret.value,
+              'Shown once. Give it to them privately; they choose their own password when they first log in.',
+            )
+          : ''
+    }`
+}
+
 function secretBlock(id: string, label: string, value: string, explanation: string): SafeHtml {
-  return html`<div class="notice" role="status">
+  return html`<div class="notice secret-notice" role="status">
       <p><strong>${label}</strong> ${explanation}</p>
       <div class="secret">
         <code id="${id}">${value}</code>
@@ -32,7 +53,7 @@ function secretBlock(id: string, label: string, value: string, explanation: stri
 
 function keyRows(d: SettingsPageData, isAdmin: boolean): SafeHtml {
   if (d.keys.length === 0) return html`<p>No API keys yet.${isAdmin ? ' Create one below.' : ''}</p>`
-  return html`<div class="table-wrap"><table>
+  return html`<div class="table-wrap"><table class="stack-on-phone keys-table">
       <caption class="sr-only">API keys</caption>
       <thead><tr>
         <th scope="col">Name</th><th scope="col">Prefix</th><th scope="col">Created</th>
@@ -71,6 +92,7 @@ function keyRows(d: SettingsPageData, isAdmin: boolean): SafeHtml {
 function snippets(baseUrl: string, image: string): SafeHtml {
   return html`<h2 id="snippets">Send events from your pipelines</h2>
     <p class="hint">Keep the key in your CI system's secrets as <code>SHIPLOG_API_KEY</code>; never write it into a script.</p>
+    <p class="hint" id="image-note">The GitHub Actions and GitLab CI snippets use the <code>${image}:1</code> image. It is not on a public registry: build it from this repository's <code>Dockerfile.deploy</code> and publish it to your own registry first (<code>docker build -f Dockerfile.deploy -t ${image}:1 .</code>, then <code>docker push</code>; the README section "Container images" shows the steps), or use the curl forms.</p>
     <h3>curl: newer form</h3>
     <pre class="snippet"><code>curl -X POST ${baseUrl}/deploy \\
   -H "Content-Type: application/json" -H "x-api-key: $SHIPLOG_API_KEY" \\
@@ -123,6 +145,14 @@ function usersSection(d: SettingsPageData, isAdmin: boolean): SafeHtml {
               u.id === d.user.userId
                 ? ''
                 : html`<details class="confirm">
+                  <summary>Reset password…</summary>
+                  <form method="post" action="/settings/users/${u.id}/password">
+                    <input type="hidden" name="_csrf" value="${d.csrfToken}">
+                    <p>${u.email} gets a new one-time password, shown to you once, and is logged out everywhere.</p>
+                    <button type="submit" class="secondary">Reset password of ${u.email}</button>
+                  </form>
+                </details>
+                <details class="confirm">
                   <summary>Remove…</summary>
                   <form method="post" action="/settings/users/${u.id}/remove">
                     <input type="hidden" name="_csrf" value="${d.csrfToken}">
@@ -137,8 +167,7 @@ function usersSection(d: SettingsPageData, isAdmin: boolean): SafeHtml {
   )
   return html`<section aria-labelledby="users-heading">
       <h2 id="users-heading">Users</h2>
-      ${d.newPassword ? secretBlock('new-password', `One-time password for ${d.newPassword.email}:`, d.newPassword.password, 'Shown once. Give it to them privately; they choose their own password when they first log in.') : ''}
-      <div class="table-wrap"><table>
+      <div class="table-wrap"><table class="stack-on-phone users-table">
         <caption class="sr-only">Users of this account</caption>
         <thead><tr><th scope="col">Email</th><th scope="col">Role</th><th scope="col">Added</th>
         ${isAdmin ? html`<th scope="col"><span class="sr-only">Actions</span></th>` : ''}</tr></thead>
@@ -154,7 +183,7 @@ function usersSection(d: SettingsPageData, isAdmin: boolean): SafeHtml {
               <label for="new-role">Role</label>
               <select id="new-role" name="role"><option value="member">member: reads the log</option><option value="admin">admin: also manages keys and users</option></select>
               <p><button type="submit">Add user</button></p>
-              <p class="hint">They get a one-time password, shown here once.</p>
+              <p class="hint">They get a one-time password, shown at the top of this page once.</p>
             </form>`
           : ''
       }
@@ -169,12 +198,11 @@ export function settingsPage(d: SettingsPageData): SafeHtml {
     current: 'settings',
     csrfToken: d.csrfToken,
     body: html`<h1>Settings</h1>
-      ${d.notice ? html`<div class="notice" role="status">${d.notice}</div>` : ''}
+      ${notices(d)}
       ${d.errors.length > 0 ? html`<div class="error-box" role="alert">${d.errors.join(' ')}</div>` : ''}
       <section aria-labelledby="keys-heading">
         <h2 id="keys-heading">API Keys</h2>
         <p class="hint">Pipelines send events with an API key. ${isAdmin ? '' : 'Only admins can create or revoke keys.'}</p>
-        ${d.newKey ? secretBlock('new-key', `New key "${d.newKey.name}":`, d.newKey.key, 'Copy it now: it is shown only this once, and Shiplog keeps only a fingerprint of it.') : ''}
         ${keyRows(d, isAdmin)}
         ${
           isAdmin

@@ -69,7 +69,9 @@ test('a member added by the admin changes the one-time password, then reads the 
   await page.getByLabel('New password', { exact: true }).fill(MEMBER_PASSWORD)
   await page.getByLabel('Repeat the new password').fill(MEMBER_PASSWORD)
   await page.getByRole('button', { name: 'Change password' }).click()
-  await page.waitForURL(`${base}/logs/`)
+  await page.waitForURL(`${base}/settings/`)
+  await page.getByText('Your password is changed').waitFor()
+  await page.goto(`${base}/logs/`)
 
   // The log of the shared account is readable.
   const rows = await readLogRows(page)

@@ -122,7 +122,15 @@ test('--help exits 0 and describes every command on stdout', { timeout: 60_000 }
   const { cli } = await setup(t)
   const result = await cli(['--help'])
   assertSuccess(result)
-  for (const command of ['serve', 'migrate', 'users create', 'keys create', 'keys list', 'keys revoke']) {
+  for (const command of [
+    'serve',
+    'migrate',
+    'users create',
+    'users set-password',
+    'keys create',
+    'keys list',
+    'keys revoke',
+  ]) {
     assert.ok(result.stdout.includes(command), `--help mentions "${command}": ${result.stdout}`)
   }
   assertFailsWithOneLine(await cli(['frobnicate']), /frobnicate/)
@@ -207,7 +215,7 @@ test('users create reads the password from stdin and creates the account', { tim
   await createKey(cli, 'Acme', 'ci')
 })
 
-test('users create refuses a bad --role, a second user with the same email, and a short password', {
+test('users create refuses a bad --role, a second user with the same email in one account, and a short password', {
   timeout: 60_000,
 }, async (t) => {
   const { cli, databaseUrl } = await setup(t)
@@ -234,7 +242,7 @@ test('users create refuses a bad --role, a second user with the same email, and 
   // Emails are compared without regard to case.
   const upper = ['users', 'create', '--account', 'Acme', '--email', 'ADA@EXAMPLE.COM', '--password-stdin']
   assertFailsWithOneLine(await cli(upper, PASSWORD), /ada@example\.com/i)
-  // A refused user in a new account leaves no empty account behind.
+  // Emails are unique per account: the same address in another account is another user (10.6).
   const elsewhere = [
     'users',
     'create',
@@ -244,8 +252,8 @@ test('users create refuses a bad --role, a second user with the same email, and 
     'ada@example.com',
     '--password-stdin',
   ]
-  assertFailsWithOneLine(await cli(elsewhere, PASSWORD), /ada@example\.com/)
-  assertFailsWithOneLine(await cli(['keys', 'create', '--account', 'Initech', '--name', 'ci']), /Initech/)
+  assertSuccess(await cli(elsewhere, 'another good password'))
+  await createKey(cli, 'Initech', 'ci')
 
   const shortPassword = [
     'users',
@@ -259,11 +267,114 @@ test('users create refuses a bad --role, a second user with the same email, and 
   assertFailsWithOneLine(await cli(shortPassword, 'short\n'), /password/)
 
   const database = openDirect(t, databaseUrl)
-  const users = await database.db.selectFrom('users').select('email').execute()
-  assert.deepEqual(
-    users.map((u) => u.email),
-    ['ada@example.com'],
-  )
+  const users = await database.db
+    .selectFrom('users')
+    .innerJoin('accounts', 'accounts.id', 'users.account_id')
+    .select(['users.email', 'accounts.name'])
+    .orderBy('users.id')
+    .execute()
+  assert.deepEqual(users, [
+    { email: 'ada@example.com', name: 'Acme' },
+    { email: 'ada@example.com', name: 'Initech' },
+  ])
+})
+
+test('users set-password gives a user of one account a new password and ends their sessions; errors exit non-zero with one line', {
+  timeout: 90_000,
+}, async (t) => {
+  const { cli, databaseUrl } = await setup(t)
+  assertSuccess(await cli(CREATE_ADA, PASSWORD))
+  const initech = [
+    'users',
+    'create',
+    '--account',
+    'Initech',
+    '--email',
+    'ada@example.com',
+    '--password-stdin',
+  ]
+  assertSuccess(await cli(initech, 'initech password'))
+  const database = openDirect(t, databaseUrl)
+  const row = (account: string) =>
+    database.db
+      .selectFrom('users')
+      .innerJoin('accounts', 'accounts.id', 'users.account_id')
+      .select(['users.id', 'users.password_hash', 'users.must_change_password'])
+      .where('accounts.name', '=', account)
+      .executeTakeFirstOrThrow()
+  const acme = await row('Acme')
+  const now = Date.now()
+  await database.db
+    .insertInto('sessions')
+    .values({
+      id: 'a'.repeat(64),
+      user_id: acme.id,
+      created_at: now,
+      last_seen_at: now,
+      expires_at: now + 60_000,
+    })
+    .execute()
+  const before = await row('Initech')
+
+  const setAcme = [
+    'users',
+    'set-password',
+    '--account',
+    'Acme',
+    '--email',
+    'ADA@example.com',
+    '--password-stdin',
+  ]
+  const done = await cli(setAcme, 'a recovered password\n')
+  assertSuccess(done)
+  assert.equal(done.stdout, '')
+  assert.ok(!done.stderr.includes('a recovered password'), 'the password is never echoed')
+  const after = await row('Acme')
+  assert.equal(await verifyPassword('a recovered password', after.password_hash), true)
+  assert.equal(after.must_change_password, 0)
+  const sessions = await database.db
+    .selectFrom('sessions')
+    .select('id')
+    .where('user_id', '=', acme.id)
+    .execute()
+  assert.deepEqual(sessions, [], 'their sessions are ended')
+  assert.deepEqual(await row('Initech'), before, 'the same address in another account is untouched')
+
+  assertSuccess(await cli([...setAcme, '--one-time'], 'a temporary password'))
+  assert.equal((await row('Acme')).must_change_password, 1, '--one-time: chosen anew at next login')
+
+  // Errors: exit 1 (or 2 for usage) with one line on stderr, and nothing changes.
+  const unchanged = await row('Acme')
+  const nobody = [
+    'users',
+    'set-password',
+    '--account',
+    'Acme',
+    '--email',
+    'eve@example.com',
+    '--password-stdin',
+  ]
+  const missing = await cli(nobody, PASSWORD)
+  assertFailsWithOneLine(missing, /no user eve@example\.com/)
+  assert.equal(missing.code, 1)
+  const noAccount = [
+    'users',
+    'set-password',
+    '--account',
+    'Globex',
+    '--email',
+    'ada@example.com',
+    '--password-stdin',
+  ]
+  assertFailsWithOneLine(await cli(noAccount, PASSWORD), /Globex/)
+  assertFailsWithOneLine(await cli(setAcme, 'short\n'), /password/)
+  const noStdin = await cli(['users', 'set-password', '--account', 'Acme', '--email', 'ada@example.com'])
+  assertFailsWithOneLine(noStdin, /--password-stdin/)
+  assert.equal(noStdin.code, 2)
+  const noEmail = await cli(['users', 'set-password', '--account', 'Acme', '--password-stdin'], PASSWORD)
+  assertFailsWithOneLine(noEmail, /--email/)
+  assert.equal(noEmail.code, 2)
+  assert.deepEqual(await row('Acme'), unchanged)
 })
 
 test('keys create prints only the key; an unknown account exits 1 with one line', {

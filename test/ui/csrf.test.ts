@@ -122,7 +122,7 @@ test('every other POST form route refuses a request without a valid CSRF token',
       countRows(ctx.database, 'api_keys'),
     )
     const ok = await admin.post('/settings/keys', { name: 'sneaky', _csrf: await admin.csrf() })
-    assert.equal(ok.statusCode, 201)
+    assert.equal(ok.statusCode, 303)
   })
 
   await t.test('/settings/keys/:id/revoke', async () => {
@@ -140,7 +140,15 @@ test('every other POST form route refuses a request without a valid CSRF token',
       countRows(ctx.database, 'users'),
     )
     const ok = await admin.post('/settings/users', { ...form, _csrf: await admin.csrf() })
-    assert.equal(ok.statusCode, 201)
+    assert.equal(ok.statusCode, 303)
+  })
+
+  await t.test('/settings/users/:id/password', async () => {
+    const url = `/settings/users/${mel.id}/password`
+    await refusedEveryWay(admin, '/settings/', url, {}, () => userRow(ctx.database, mel.id))
+    const ok = await admin.post(url, { _csrf: await admin.csrf() })
+    assert.equal(ok.statusCode, 303)
+    assert.equal((await userRow(ctx.database, mel.id))?.must_change_password, 1)
   })
 
   await t.test('/settings/users/:id/role', async () => {
@@ -254,6 +262,7 @@ test('every state-changing route of the app, found from its route table, refuses
     'POST /settings/keys',
     'POST /settings/keys/:id/revoke',
     'POST /settings/users',
+    'POST /settings/users/:id/password',
     'POST /settings/users/:id/remove',
     'POST /settings/users/:id/role',
     'POST /setup',
@@ -278,4 +287,88 @@ test('the CSRF secret cookie is signed, HttpOnly, SameSite=Lax, and Secure behin
     // Signed: the value carries an HMAC after a dot, so a made-up secret is refused (see above).
     assert.match(decodeURIComponent(cookie.value), /^[^.]+\.[A-Za-z0-9+/_-]+$/, cookie.raw)
   }
+})
+
+/** A cross-site form post: the victim's browser sends its cookies plus whatever the attacker planted. */
+async function forged(ctx: TestApp, cookie: string, token: string) {
+  return ctx.app.inject({
+    method: 'POST',
+    url: '/settings/keys',
+    headers: { cookie, 'content-type': 'application/x-www-form-urlencoded' },
+    payload: new URLSearchParams({ name: 'planted', _csrf: token }).toString(),
+  })
+}
+
+test('a CSRF token is bound to its session: one from an anonymous visit or another session is refused, with one or two csrf cookies', async (t) => {
+  const ctx = await buildTestApp(t)
+  await createUserIn(ctx.database, ctx.tenant.account.id, 'victim@example.com')
+  const other = await ctx.addTenant('Mallory Inc')
+  await createUserIn(ctx.database, other.account.id, 'mallory@example.com')
+  const victim = await login(ctx.app, 'victim@example.com')
+  const victimToken = await victim.csrf('/settings/')
+  const session = `shiplog_session=${victim.jar.get('shiplog_session')}`
+  const victimCsrf = `shiplog_csrf=${victim.jar.get('shiplog_csrf')}`
+
+  // The attacker's own pair: a token and its secret cookie from a visit without a session…
+  const anonymous = new Client(ctx.app)
+  const anonymousToken = await anonymous.csrf('/login')
+  const anonymousCsrf = `shiplog_csrf=${anonymous.jar.get('shiplog_csrf')}`
+  // …and from the attacker's own logged-in session in another account.
+  const mallory = await login(ctx.app, 'mallory@example.com')
+  const malloryToken = await mallory.csrf('/settings/')
+  const malloryCsrf = `shiplog_csrf=${mallory.jar.get('shiplog_csrf')}`
+
+  const keysBefore = await countRows(ctx.database, 'api_keys')
+  const attempts: [string, string, string][] = [
+    ['anonymous pair', `${session}; ${anonymousCsrf}`, anonymousToken],
+    ["another session's pair", `${session}; ${malloryCsrf}`, malloryToken],
+    ['two csrf cookies, planted first', `${session}; ${anonymousCsrf}; ${victimCsrf}`, anonymousToken],
+    ['two csrf cookies, planted last', `${session}; ${victimCsrf}; ${anonymousCsrf}`, anonymousToken],
+    ['two csrf cookies, other session first', `${session}; ${malloryCsrf}; ${victimCsrf}`, malloryToken],
+    ["the victim's cookie with an anonymous token", `${session}; ${victimCsrf}`, anonymousToken],
+  ]
+  for (const [label, cookie, token] of attempts) {
+    const res = await forged(ctx, cookie, token)
+    assert.equal(res.statusCode, 403, `${label}: ${res.payload.slice(0, 200)}`)
+    assert.match(res.payload, /This form has expired/)
+  }
+  assert.equal(await countRows(ctx.database, 'api_keys'), keysBefore, 'no key was planted')
+  // The victim's own token still works, so only the binding refused the others.
+  const own = await forged(ctx, `${session}; ${victimCsrf}`, victimToken)
+  assert.equal(own.statusCode, 303)
+
+  // After logout the old session's token is worthless even with its own cookie.
+  const stale = victim.copy()
+  assert.equal((await victim.post('/logout', { _csrf: await victim.csrf('/settings/') })).statusCode, 303)
+  const again = await stale.post('/login', {
+    _csrf: victimToken,
+    email: 'victim@example.com',
+    password: PASSWORD,
+  })
+  assert.equal(again.statusCode, 403)
+})
+
+test('with an https SHIPLOG_PUBLIC_URL the session and csrf cookies are __Host- cookies (Secure, Path=/, no Domain)', async (t) => {
+  const ctx = await buildTestApp(t, { env: { SHIPLOG_PUBLIC_URL: 'https://shiplog.example.com' } })
+  await createUserIn(ctx.database, ctx.tenant.account.id, 'ada@example.com')
+  const browser = new Client(ctx.app)
+  const page = await browser.get('/login')
+  const [csrfCookie] = setCookies(page)
+  assert.equal(csrfCookie?.name, '__Host-shiplog_csrf')
+  const token = await browser.csrf('/login')
+  const res = await browser.post('/login', { _csrf: token, email: 'ada@example.com', password: PASSWORD })
+  assert.equal(res.statusCode, 303, res.payload.slice(0, 200))
+  const session = setCookies(res).find((c) => c.name === '__Host-shiplog_session')
+  assert.ok(session, 'the session cookie has the __Host- prefix')
+  for (const cookie of [csrfCookie, session]) {
+    assert.ok(cookie?.attributes.has('secure'), `${cookie?.name} is Secure`)
+    assert.equal(cookie?.attributes.get('path'), '/')
+    assert.equal(cookie?.attributes.has('domain'), false)
+  }
+  assert.equal(browser.jar.has('shiplog_session'), false)
+  assert.equal((await browser.get('/settings/')).statusCode, 200, 'the prefixed cookie opens the session')
+  // Without an https public address the names stay plain (a __Host- cookie is dropped over http).
+  const plain = await buildTestApp(t)
+  await createUserIn(plain.database, plain.tenant.account.id, 'ada@example.com')
+  assert.equal(setCookies(await new Client(plain.app).get('/login'))[0]?.name, 'shiplog_csrf')
 })

@@ -1,7 +1,9 @@
 // First run creates exactly one admin; login sets a safe session cookie; anonymous pages go to /login.
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
-import { findUserByEmail } from '../../src/domain/accounts.js'
+import fc from 'fast-check'
+import { findUsersByEmail } from '../../src/domain/accounts.js'
+import { safeNext } from '../../src/http/ui/context.js'
 import { buildTestApp, testDialect } from '../helper.js'
 import {
   assertRedirect,
@@ -32,7 +34,7 @@ test('first run: / and /login lead to /setup, which creates the account and its 
   assert.equal(done.statusCode, 303, done.payload)
   assert.ok(browser.jar.has('shiplog_session'), 'logged in right away')
 
-  const user = await findUserByEmail(ctx.database.db, 'founder@example.com')
+  const [user] = await findUsersByEmail(ctx.database.db, 'founder@example.com')
   assert.ok(user)
   assert.equal(user.role, 'admin')
   const account = await ctx.database.db
@@ -69,7 +71,7 @@ test('after set-up, /setup redirects away and cannot create a second admin', asy
   assertRedirect(again, '/login')
   assert.equal(stranger.jar.has('shiplog_session'), false)
   assert.equal(await countRows(ctx.database, 'users'), 1)
-  assert.equal(await findUserByEmail(ctx.database.db, 'two@example.com'), undefined)
+  assert.deepEqual(await findUsersByEmail(ctx.database.db, 'two@example.com'), [])
   const intruders = await ctx.database.db
     .selectFrom('accounts')
     .select('id')
@@ -258,4 +260,121 @@ test('a "next" with a tab or line break cannot send the user to another site nor
       `next ${JSON.stringify(next)} led to ${JSON.stringify(location)}`,
     )
   }
+})
+
+/** Where a browser goes with this Location, from a page of this site (tabs and newlines dropped). */
+function browserTarget(location: string): URL {
+  return new URL(location.replace(/[\t\n\r]/g, ''), 'https://shiplog.example/login')
+}
+
+test('"next" that collapses to another site (/.//evil.com, /..//x, /%2e//x) is dropped: the login lands on /logs/ (issue 10.2)', async (t) => {
+  const ctx = await buildTestApp(t)
+  await createUserIn(ctx.database, ctx.tenant.account.id, 'ada@example.com')
+  for (const next of [
+    '/.//evil.com',
+    '/..//x',
+    '/%2e//x',
+    '/%2E%2E//evil.com',
+    '/./..//evil.com/a?b',
+    '/a/..//evil.com',
+  ]) {
+    const browser = new Browser(ctx.app)
+    const res = await browser.post('/login', {
+      _csrf: await browser.csrf('/login'),
+      email: 'ada@example.com',
+      password: PASSWORD,
+      next,
+    })
+    assertRedirect(res, '/logs/', 303)
+    assert.equal(browserTarget(String(res.headers.location)).host, 'shiplog.example', `next ${next}`)
+  }
+  // A harmless path with dot segments still leads where it means.
+  const browser = new Browser(ctx.app)
+  const ok = await browser.post('/login', {
+    _csrf: await browser.csrf('/login'),
+    email: 'ada@example.com',
+    password: PASSWORD,
+    next: '/logs/./?service=api',
+  })
+  assertRedirect(ok, '/logs/?service=api', 303)
+})
+
+test('GET /login?next=// (also ///, //:99999) is the plain login page, not a 500 (issue 10.2)', async (t) => {
+  const ctx = await buildTestApp(t)
+  await createUserIn(ctx.database, ctx.tenant.account.id, 'ada@example.com')
+  for (const next of ['//', '///', '//:99999', '//[', '/\\', '//evil.com:0x']) {
+    const res = await ctx.app.inject({ method: 'GET', url: `/login?next=${encodeURIComponent(next)}` })
+    assert.equal(res.statusCode, 200, `next ${next}: ${res.payload.slice(0, 200)}`)
+    assert.doesNotMatch(res.payload, /name="next"/, `next ${next} is not carried`)
+  }
+  // The same written raw in the query string.
+  for (const raw of ['//', '///', '//:99999']) {
+    const res = await ctx.app.inject({ method: 'GET', url: `/login?next=${raw}` })
+    assert.equal(res.statusCode, 200, `raw next ${raw}`)
+  }
+})
+
+test('safeNext never throws and keeps only same-site paths, whatever it is given (property)', () => {
+  const pieces = [
+    '/',
+    '//',
+    '\\',
+    '.',
+    '..',
+    '%2e',
+    '%2E',
+    '%2f',
+    '%5c',
+    ':',
+    '@',
+    '?',
+    '#',
+    '%',
+    'evil.com',
+    'x',
+    'logs',
+    ' ',
+    '\t',
+    '\n',
+    '\u0000',
+    '\u3002',
+    ':99999',
+    '[',
+    ']',
+    'https:',
+    'javascript:',
+    '%00',
+    '~',
+  ]
+  const hostile = fc.oneof(
+    fc.array(fc.constantFrom(...pieces), { maxLength: 12 }).map((parts) => parts.join('')),
+    fc.array(fc.constantFrom(...pieces), { maxLength: 12 }).map((parts) => `/${parts.join('')}`),
+    fc.string({ maxLength: 40 }),
+    fc.webPath().map((p) => `/${p}`),
+  )
+  fc.assert(
+    fc.property(hostile, (next) => {
+      const kept = safeNext(next)
+      if (kept === undefined) return
+      assert.ok(kept.startsWith('/') && !kept.startsWith('//'), `${JSON.stringify(next)} -> ${kept}`)
+      assert.ok(!/[\t\n\r\\]/.test(kept), `${JSON.stringify(next)} -> ${JSON.stringify(kept)}`)
+      const target = browserTarget(kept)
+      assert.equal(target.origin, 'https://shiplog.example', `${JSON.stringify(next)} -> ${kept}`)
+      assert.equal(safeNext(kept), kept, 'a kept path stays the same when checked again')
+    }),
+    { numRuns: 5000 },
+  )
+  for (const next of [
+    '/.//evil.com',
+    '/..//x',
+    '/%2e//x',
+    '//',
+    '///',
+    '//:99999',
+    '//evil.com',
+    'https://evil.com',
+  ]) {
+    assert.equal(safeNext(next), undefined, next)
+  }
+  assert.equal(safeNext('/settings/?a=b'), '/settings/?a=b')
 })

@@ -66,8 +66,13 @@ test('pages after login: logs, settings, password, a new key, error pages; downl
   assert.equal(badFilter.statusCode, 400)
   assertPageHeaders(badFilter, 'the bad-filter page')
 
-  const created = await browser.submit('/settings/', '/settings/keys', { name: 'secret-holder' })
-  assert.equal(created.statusCode, 201)
+  // Post/redirect/get: the new key is on the page the form redirects to.
+  assert.equal(
+    (await browser.submit('/settings/', '/settings/keys', { name: 'secret-holder' })).statusCode,
+    303,
+  )
+  const created = await browser.get('/settings/')
+  assert.match(created.payload, /id="new-key"/)
   assertPageHeaders(created, 'the page showing a new key')
 
   const notFound = await browser.submit('/settings/', '/settings/keys/424242/revoke', {})
@@ -111,11 +116,10 @@ test('no page carries inline scripts, event handlers or inline styles, so the st
   for (const url of ['/logs/', '/settings/', '/account/password', '/logout', '/logs/?status=nope']) {
     pages.push([url, await admin.get(url)])
   }
-  pages.push(['a new key', await admin.submit('/settings/', '/settings/keys', { name: 'k' })])
-  pages.push([
-    'a new user',
-    await admin.submit('/settings/', '/settings/users', { email: 'x@example.com', role: 'member' }),
-  ])
+  await admin.submit('/settings/', '/settings/keys', { name: 'k' })
+  pages.push(['a new key', await admin.get('/settings/')])
+  await admin.submit('/settings/', '/settings/users', { email: 'x@example.com', role: 'member' })
+  pages.push(['a new user', await admin.get('/settings/')])
   pages.push(['a 404 page', await admin.get('/nope', { accept: 'text/html' })])
   for (const [where, res] of pages) {
     assert.match(String(res.headers['content-type']), /^text\/html/, where)

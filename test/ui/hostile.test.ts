@@ -111,11 +111,15 @@ test('settings, login and account names escape hostile key names, emails and acc
   const evil = await ctx.addTenant(`${SCRIPT} Ltd`, IMG)
   const { browser } = await userSession(ctx, evil.account.id, 'admin@example.com')
 
-  const created = await browser.submit('/settings/', '/settings/keys', { name: SCRIPT })
-  assert.equal(created.statusCode, 201)
+  // Post/redirect/get: the results show on the page each form redirects to.
+  assert.equal((await browser.submit('/settings/', '/settings/keys', { name: SCRIPT })).statusCode, 303)
+  const created = await browser.get('/settings/')
+  assert.match(created.payload, /id="new-key"/)
   assertInert(created.payload, 'the new-key page')
-  const added = await browser.submit('/settings/', '/settings/users', { email: SVG_EMAIL, role: 'member' })
-  assert.equal(added.statusCode, 201, added.payload.slice(0, 400))
+  const adding = await browser.submit('/settings/', '/settings/users', { email: SVG_EMAIL, role: 'member' })
+  assert.equal(adding.statusCode, 303, adding.payload.slice(0, 400))
+  const added = await browser.get('/settings/')
+  assert.match(added.payload, /id="new-password"/)
   assertInert(added.payload, 'the new-user page')
 
   const settings = await browser.get('/settings/')

@@ -644,7 +644,7 @@ const MATRIX: Record<string, Entry> = {
         ...from({ bAdmin: status(422) }, { url: '/account/password', form: wrong }),
         ...from(
           {
-            bAdmin: allOf(redirect('/logs/'), async () => {
+            bAdmin: allOf(redirect('/settings/'), async () => {
               const bob = await userRow(w.ctx.database, w.bAdmin.id)
               assert.notEqual(bob?.password_hash, w.bAdmin.password_hash, "B's own password changed")
             }),
@@ -721,7 +721,7 @@ const MATRIX: Record<string, Entry> = {
       ),
       ...from(
         {
-          bAdmin: allOf(status(201), async () => {
+          bAdmin: allOf(redirect('/settings/'), async () => {
             const row = await w.ctx.database.db
               .selectFrom('api_keys')
               .select(['account_id', 'created_by'])
@@ -770,19 +770,39 @@ const MATRIX: Record<string, Entry> = {
         { ...outsiders(true), aMember: status(403) },
         { url: '/settings/users', form: { email: 'member-made@acme.example', role: 'admin' } },
       ),
-      // Emails are unique across the installation (login asks for the address only), so B learns
-      // that the address is taken, and nothing more: A's user stays exactly as it was.
+      // The same address twice in one account is still refused.
       ...from(
         { bAdmin: status(409) },
-        { url: '/settings/users', form: { email: w.aAdmin.email, role: 'admin' } },
+        { url: '/settings/users', form: { email: w.bOther.email, role: 'admin' } },
       ),
-      ...from(
-        { bAdmin: status(409) },
-        { url: '/settings/users', form: { email: ` ${w.aMember.email.toUpperCase()} `, role: 'admin' } },
+      // Emails are unique per account: B adding an address A uses succeeds like any other (so B
+      // learns nothing about A) and makes a separate user in B; A's user stays exactly as it was
+      // (the baseline check) and nobody can reserve an address for another account.
+      ...[w.aAdmin.email, ` ${w.aMember.email.toUpperCase()} `].flatMap((email) =>
+        from(
+          {
+            bAdmin: allOf(redirect('/settings/'), async () => {
+              const rows = await w.ctx.database.db
+                .selectFrom('users')
+                .select(['account_id', 'must_change_password'])
+                .where('email', '=', email.trim().toLowerCase())
+                .where('account_id', '=', w.b.account.id)
+                .execute()
+              assert.deepEqual(rows, [{ account_id: w.b.account.id, must_change_password: 1 }])
+              // B's copy goes again, so A's address on B's later pages is not taken for a leak.
+              await w.ctx.database.db
+                .deleteFrom('users')
+                .where('email', '=', email.trim().toLowerCase())
+                .where('account_id', '=', w.b.account.id)
+                .execute()
+            }),
+          },
+          { url: '/settings/users', form: { email, role: 'admin' } },
+        ),
       ),
       ...from(
         {
-          bAdmin: allOf(status(201), async () => {
+          bAdmin: allOf(redirect('/settings/'), async () => {
             const row = await w.ctx.database.db
               .selectFrom('users')
               .select('account_id')
@@ -820,6 +840,24 @@ const MATRIX: Record<string, Entry> = {
           from(
             { bAdmin: notFoundLikeMissing(missing, { role }) },
             { url: `/settings/users/${id}/role`, form: { role } },
+          ),
+        ),
+      ]
+    },
+  },
+  'POST /settings/users/:id/password': {
+    why: "A's users' passwords cannot be reset by B (404, like a missing id) nor by A's member (403)",
+    cases: (w) => {
+      const missing = '/settings/users/999999999/password'
+      return [
+        ...from(
+          { ...outsiders(true), aMember: status(403) },
+          { url: `/settings/users/${w.aAdmin.id}/password`, form: {} },
+        ),
+        ...[w.aMember.id, w.aAdmin.id].flatMap((id) =>
+          from(
+            { bAdmin: notFoundLikeMissing(missing, {}) },
+            { url: `/settings/users/${id}/password`, form: {} },
           ),
         ),
       ]

@@ -3,6 +3,8 @@ import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import { buildTestApp } from '../helper.js'
 import {
+  assertRedirect,
+  Browser,
   createUserIn,
   deploy,
   insertEvents,
@@ -148,4 +150,81 @@ test("A's key names and users never appear on B's /settings/, and B's never on A
   assert.match(aPage.payload, /acme-secret-pipeline/)
   assert.match(aPage.payload, /arnold@acme\.example/)
   assert.doesNotMatch(aPage.payload, /beta-ci|bob@beta|Beta Corp/)
+})
+
+test('one address in two accounts: login opens the account whose password it is, asks which only when both match, and never names an account to a wrong password (issue 10.6)', async (t) => {
+  const ctx = await buildTestApp(t)
+  const acme = ctx.tenant
+  const beta = await ctx.addTenant('Beta Corp', 'beta-ci')
+  const gamma = await ctx.addTenant('Gamma Ltd', 'gamma-ci')
+  await createUserIn(ctx.database, acme.account.id, 'sam@example.com', { password: 'acme password here' })
+  await createUserIn(ctx.database, beta.account.id, 'sam@example.com', { password: 'shared password here' })
+  await createUserIn(ctx.database, gamma.account.id, 'sam@example.com', { password: 'shared password here' })
+  await insertEvents(ctx.database, beta.account.id, [{ service: 'beta-service', version: 'beta-1' }])
+
+  const attempt = async (password: string, account?: number) => {
+    const browser = new Browser(ctx.app)
+    const form: Record<string, string> = {
+      _csrf: await browser.csrf('/login'),
+      email: 'Sam@Example.com',
+      password,
+    }
+    if (account !== undefined) form.account = String(account)
+    return { browser, res: await browser.post('/login', form) }
+  }
+
+  // Only Acme's password: straight into Acme, no question asked.
+  const one = await attempt('acme password here')
+  assertRedirect(one.res, '/logs/', 303)
+  assert.match((await one.browser.get('/settings/')).payload, /<td>ci<\/td>/)
+
+  // A wrong password: the same refusal as for an unknown address, naming no account.
+  const wrong = await attempt("not anybody's password")
+  assert.equal(wrong.res.statusCode, 401)
+  for (const name of ['Acme', 'Beta Corp', 'Gamma Ltd']) assert.ok(!wrong.res.payload.includes(name), name)
+
+  // The shared password opens two accounts: the page asks which, naming only those two.
+  const both = await attempt('shared password here')
+  assert.equal(both.res.statusCode, 200)
+  assert.equal(both.browser.jar.has('shiplog_session'), false, 'not logged in yet')
+  assert.match(both.res.payload, /several accounts/)
+  assert.match(both.res.payload, new RegExp(`name="account" value="${beta.account.id}"`))
+  assert.match(both.res.payload, new RegExp(`name="account" value="${gamma.account.id}"`))
+  assert.ok(!both.res.payload.includes('>Acme<'), 'an account the password does not open is not named')
+
+  const chosen = await attempt('shared password here', beta.account.id)
+  assertRedirect(chosen.res, '/logs/', 303)
+  const log = await chosen.browser.get('/logs/')
+  assert.deepEqual(shownVersions(log.payload), ['beta-1'])
+  assert.match((await chosen.browser.get('/settings/')).payload, /<td>beta-ci<\/td>/)
+
+  // Choosing an account the password does not open, or one the address is not in: refused alike.
+  assert.equal((await attempt('shared password here', acme.account.id)).res.statusCode, 401)
+  assert.equal((await attempt('acme password here', beta.account.id)).res.statusCode, 401)
+  assert.equal((await attempt('shared password here', 999999)).res.statusCode, 401)
+})
+
+test('adding an address that exists in another account succeeds as a separate user; twice in one account is 409 (issue 10.6)', async (t) => {
+  const ctx = await buildTestApp(t)
+  const beta = await ctx.addTenant('Beta Corp', 'beta-ci')
+  const victim = await createUserIn(ctx.database, ctx.tenant.account.id, 'victim@acme.example')
+  const { browser: bAdmin } = await userSession(ctx, beta.account.id, 'bob@beta.example')
+  const token = await bAdmin.csrf('/settings/')
+  const first = await bAdmin.post('/settings/users', {
+    _csrf: token,
+    email: 'Victim@Acme.example',
+    role: 'member',
+  })
+  assertRedirect(first, '/settings/', 303)
+  const again = await bAdmin.post('/settings/users', {
+    _csrf: await bAdmin.csrf('/settings/'),
+    email: 'victim@acme.example',
+    role: 'member',
+  })
+  assert.equal(again.statusCode, 409)
+  assert.match(again.payload, /This account already has a user with that email/)
+  assert.deepEqual(await userRow(ctx.database, victim.id), victim, "A's user is untouched")
+  // And A can still add the address it "lost" nothing to: A's own copy logs in with A's password.
+  const acmeLogin = await login(ctx.app, 'victim@acme.example')
+  assert.match((await acmeLogin.get('/settings/')).payload, /<td>ci<\/td>/)
 })

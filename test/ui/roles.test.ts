@@ -37,6 +37,12 @@ test('a member reads /logs/ and /settings/ but gets 403 for every change, and no
   assert.equal(settings.statusCode, 200)
   assert.match(settings.payload, /API Keys/)
   assert.match(settings.payload, /<td>ci<\/td>/, 'the key list is readable')
+  // The CI snippets name the deploy image and say it must be built and published first (10.23).
+  assert.match(settings.payload, /uses: docker:\/\/shiplog\/deploy:1/)
+  assert.match(
+    settings.payload,
+    /not on a public registry: build it from this repository's <code>Dockerfile\.deploy<\/code> and publish it to your own registry first/,
+  )
   assert.doesNotMatch(settings.payload, /action="\/settings\/keys"|\/revoke"|action="\/settings\/users/)
 
   const keysBefore = await countRows(ctx.database, 'api_keys')
@@ -67,12 +73,15 @@ test('an admin creates a key shown once, which records events until it is revoke
   const { browser } = await userSession(ctx, ctx.tenant.account.id, 'ada@example.com')
 
   const created = await browser.submit('/settings/', '/settings/keys', { name: 'github-actions' })
-  assert.equal(created.statusCode, 201)
-  assert.equal(created.headers['cache-control'], 'no-store')
-  const key = textOfId(created.payload, 'new-key')
+  // Post/redirect/get: the key is shown on the page the browser is sent to, never in the URL.
+  assertRedirect(created, '/settings/', 303)
+  const shown = await browser.get('/settings/')
+  assert.equal(shown.statusCode, 200)
+  assert.equal(shown.headers['cache-control'], 'no-store')
+  const key = textOfId(shown.payload, 'new-key')
   assert.ok(key, 'the new key is on the page')
   assert.match(key, /^shl_[0-9A-Za-z]{32,}$/)
-  assert.match(created.payload, /shown only this once/)
+  assert.match(shown.payload, /shown only this once/)
 
   const row = await ctx.database.db
     .selectFrom('api_keys')
@@ -100,8 +109,8 @@ test('an admin creates a key shown once, which records events until it is revoke
   const refused = await deploy(ctx.app, key, EVENT)
   assert.equal(refused.status, 401, 'a revoked key is refused at once, cache or not')
   assert.equal((await deploy(ctx.app, ctx.tenant.key, EVENT)).status, 201, 'other keys are unaffected')
-  const after = await browser.get('/settings/?done=revoked')
-  assert.match(after.payload, /revoked/)
+  const after = await browser.get('/settings/')
+  assert.match(after.payload, /The key is revoked/)
 
   const unnamed = await browser.submit('/settings/', '/settings/keys', { name: '   ' })
   assert.equal(unnamed.statusCode, 422)
@@ -117,8 +126,9 @@ test('an added user gets a one-time password, must change it at first login, the
     email: 'New.Person@Example.com',
     role: 'admin',
   })
-  assert.equal(added.statusCode, 201)
-  const oneTime = textOfId(added.payload, 'new-password')
+  assertRedirect(added, '/settings/', 303)
+  const shown = await admin.get('/settings/')
+  const oneTime = textOfId(shown.payload, 'new-password')
   assert.ok(oneTime, 'the one-time password is on the page')
   assert.ok(oneTime.length >= 12)
   const later = await admin.get('/settings/')
@@ -153,7 +163,8 @@ test('an added user gets a one-time password, must change it at first login, the
     password: 'my own secret words',
     confirm: 'my own secret words',
   })
-  assertRedirect(changed, '/logs/', 303)
+  assertRedirect(changed, '/settings/', 303)
+  assert.match((await newcomer.get('/settings/')).payload, /Your password is changed/)
   assert.equal((await newcomer.get('/logs/')).statusCode, 200)
   assert.equal((await newcomer.get('/settings/')).statusCode, 200)
 
@@ -179,7 +190,7 @@ test('an admin changes roles: a promoted member can manage keys, a demoted one n
   assertRedirect(promoted, '/settings/', 303)
   assert.equal((await userRow(ctx.database, mel.id))?.role, 'admin')
   // The change applies to the session already open.
-  assert.equal((await member.submit('/settings/', '/settings/keys', { name: 'mel-key' })).statusCode, 201)
+  assertRedirect(await member.submit('/settings/', '/settings/keys', { name: 'mel-key' }), '/settings/', 303)
 
   const demoted = await admin.submit('/settings/', `/settings/users/${mel.id}/role`, { role: 'member' })
   assertRedirect(demoted, '/settings/', 303)
@@ -283,4 +294,167 @@ test('two admins demoting or removing each other at the same moment still leave 
     await ctx.database.db.deleteFrom('users').where('account_id', '=', accountId).execute()
   }
   assert.deepEqual(adminsLeft, { role: 1, remove: 1 }, 'admins left after concurrent demotions / removals')
+})
+
+/** The Settings page a browser lands on after a form: it must be the redirect target, not the answer. */
+async function landing(browser: Browser, res: Awaited<ReturnType<Browser['get']>>) {
+  assertRedirect(res, '/settings/', 303)
+  assert.equal(String(res.headers.location), '/settings/', 'nothing of the result travels in the URL')
+  return browser.get('/settings/')
+}
+
+test('every Settings form is post/redirect/get: the result shows once at the top, and refreshing repeats nothing (issue 10.15)', async (t) => {
+  const ctx = await buildTestApp(t)
+  const accountId = ctx.tenant.account.id
+  const { browser: admin, user: ada } = await userSession(ctx, accountId, 'ada@example.com')
+  const mel = await createUserIn(ctx.database, accountId, 'mel@example.com', { role: 'member' })
+  const flashOf = async () =>
+    (
+      await ctx.database.db.selectFrom('sessions').select('flash').where('user_id', '=', ada.id).execute()
+    ).map((r) => r.flash)
+
+  // A new key: shown on the page the redirect leads to, above everything else, then never again.
+  const keysBefore = await countRows(ctx.database, 'api_keys')
+  const page = await landing(admin, await admin.submit('/settings/', '/settings/keys', { name: 'deploys' }))
+  const key = textOfId(page.payload, 'new-key')
+  assert.ok(key)
+  assert.ok(page.payload.indexOf('id="new-key"') < page.payload.indexOf('id="keys-heading"'), 'at the top')
+  assert.deepEqual(await flashOf(), [null], 'the secret is gone from the server once shown')
+  for (let refresh = 0; refresh < 3; refresh++) {
+    const again = await admin.get('/settings/')
+    assert.equal(again.statusCode, 200)
+    assert.ok(!again.payload.includes(key), 'a refresh does not show the key again')
+  }
+  assert.equal(
+    await countRows(ctx.database, 'api_keys'),
+    keysBefore + 1,
+    'one key, however often the page is reloaded',
+  )
+
+  // A new user: the one-time password sits at the top, in the same notice pattern.
+  const usersBefore = await countRows(ctx.database, 'users')
+  const added = await landing(
+    admin,
+    await admin.submit('/settings/', '/settings/users', { email: 'new@example.com' }),
+  )
+  const oneTime = textOfId(added.payload, 'new-password')
+  assert.ok(oneTime)
+  assert.ok(
+    added.payload.indexOf('id="new-password"') < added.payload.indexOf('id="keys-heading"'),
+    'at the top',
+  )
+  assert.match(added.payload, /new@example\.com is added as member/)
+  assert.ok(!(await admin.get('/settings/')).payload.includes(oneTime))
+  assert.equal(await countRows(ctx.database, 'users'), usersBefore + 1)
+
+  // Role, reset, remove and revoke: a notice once each.
+  const cases: [string, Record<string, string>, RegExp][] = [
+    [`/settings/users/${mel.id}/role`, { role: 'admin' }, /The role is changed/],
+    [`/settings/users/${mel.id}/password`, {}, /mel@example\.com has a new one-time password/],
+    [`/settings/keys/${ctx.tenant.keyId}/revoke`, {}, /The key is revoked/],
+    [`/settings/users/${mel.id}/remove`, {}, /The user is removed/],
+  ]
+  for (const [url, form, notice] of cases) {
+    const shown = await landing(admin, await admin.submit('/settings/', url, form))
+    assert.match(shown.payload, notice, url)
+    assert.doesNotMatch((await admin.get('/settings/')).payload, notice, `${url}: shown once`)
+  }
+
+  // Until it is shown, the new key waits in the session row sealed with a key only the cookie
+  // gives: a copy of the database holds neither it nor anything that opens it.
+  assertRedirect(await admin.submit('/settings/', '/settings/keys', { name: 'sealed' }), '/settings/', 303)
+  const pending = (await flashOf()).filter((f) => f !== null)
+  assert.equal(pending.length, 1)
+  const sealedKey = textOfId((await admin.get('/settings/')).payload, 'new-key')
+  assert.ok(sealedKey)
+  for (const stored of pending) {
+    assert.ok(
+      !stored?.includes(sealedKey) && !stored?.includes('shl_') && !stored?.includes('sealed'),
+      'sealed',
+    )
+  }
+
+  // A flash nobody came back for is not shown later to a page of another session either.
+  const other = await login(ctx.app, 'ada@example.com')
+  assertRedirect(await admin.submit('/settings/', '/settings/keys', { name: 'unseen' }), '/settings/', 303)
+  assert.equal(
+    textOfId((await other.get('/settings/')).payload, 'new-key'),
+    undefined,
+    'flashes are per session',
+  )
+})
+
+test("an admin resets a user's password: a new one-time password shown once, their sessions end, the old password stops working (issue 10.14)", async (t) => {
+  const ctx = await buildTestApp(t)
+  const accountId = ctx.tenant.account.id
+  const { browser: admin, user: ada } = await userSession(ctx, accountId, 'ada@example.com')
+  const { browser: member, user: mel } = await userSession(ctx, accountId, 'mel@example.com', 'member')
+  const settings = await admin.get('/settings/')
+  assert.match(settings.payload, new RegExp(`action="/settings/users/${mel.id}/password"`))
+  assert.doesNotMatch(
+    settings.payload,
+    new RegExp(`action="/settings/users/${ada.id}/password"`),
+    'not for oneself',
+  )
+
+  const page = await landing(
+    admin,
+    await admin.submit('/settings/', `/settings/users/${mel.id}/password`, {}),
+  )
+  const oneTime = textOfId(page.payload, 'new-password')
+  assert.ok(oneTime && oneTime.length >= 20)
+  assertRedirect(await member.get('/logs/'), '/login', 303)
+  assert.equal((await userRow(ctx.database, mel.id))?.must_change_password, 1)
+
+  const stale = new Browser(ctx.app)
+  const old = await stale.post('/login', {
+    _csrf: await stale.csrf('/login'),
+    email: 'mel@example.com',
+    password: 'correct horse battery staple',
+  })
+  assert.equal(old.statusCode, 401, 'the old password no longer works')
+  const fresh = new Browser(ctx.app)
+  const res = await fresh.post('/login', {
+    _csrf: await fresh.csrf('/login'),
+    email: 'mel@example.com',
+    password: oneTime,
+  })
+  assertRedirect(res, '/account/password', 303)
+
+  // Oneself: refused with a reason; someone of another account or no one: 404; members: 403.
+  const self = await admin.submit('/settings/', `/settings/users/${ada.id}/password`, {})
+  assert.equal(self.statusCode, 409)
+  assert.equal((await admin.submit('/settings/', '/settings/users/999999/password', {})).statusCode, 404)
+  const { browser: plain } = await userSession(ctx, accountId, 'pat@example.com', 'member')
+  const refused = await plain.submit('/settings/', `/settings/users/${ada.id}/password`, {})
+  assert.equal(refused.statusCode, 403)
+  assert.equal((await userRow(ctx.database, ada.id))?.password_hash, ada.password_hash)
+})
+
+test('a Settings or login form with a field sent twice gets a 400 page and changes nothing; a doubled "next" is just ignored', async (t) => {
+  const ctx = await buildTestApp(t)
+  const { browser: admin } = await userSession(ctx, ctx.tenant.account.id, 'ada@example.com')
+  const keysBefore = await countRows(ctx.database, 'api_keys')
+  const usersBefore = await countRows(ctx.database, 'users')
+  const post = async (url: string, body: string) =>
+    ctx.app.inject({
+      method: 'POST',
+      url,
+      headers: { cookie: admin.cookieHeader(), 'content-type': 'application/x-www-form-urlencoded' },
+      payload: `_csrf=${encodeURIComponent(await admin.csrf('/settings/'))}&${body}`,
+    })
+  for (const [url, body] of [
+    ['/settings/keys', 'name=a&name=b'],
+    ['/settings/users', 'email=x%40example.com&email=y%40example.com'],
+    ['/settings/users', 'email=x%40example.com&role=admin&role=member'],
+  ] as const) {
+    const res = await post(url, body)
+    assert.equal(res.statusCode, 400, `${url} ${body}: ${res.payload.slice(0, 200)}`)
+    assert.match(String(res.headers['content-type']), /^text\/html/)
+  }
+  assert.equal(await countRows(ctx.database, 'api_keys'), keysBefore)
+  assert.equal(await countRows(ctx.database, 'users'), usersBefore)
+  const login = await ctx.app.inject({ method: 'GET', url: '/login?next=/settings/&next=//evil.example' })
+  assert.equal(login.statusCode, 200)
+  assert.doesNotMatch(login.payload, /name="next"/)
 })

@@ -1,10 +1,13 @@
-// First-run set-up, login, logout and password change.
-import type { FastifyPluginAsync } from 'fastify'
+// First-run set-up, login (choosing the account when an address has several), logout, password change.
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import type { FastifyReply, FastifyRequest } from 'fastify'
+import { Type } from 'typebox'
 import {
   accountNameProblem,
   countUsers,
   emailProblem,
-  findUserByEmail,
+  findUserById,
+  findUsersByEmail,
   normaliseEmail,
   SetupClosedError,
   setPassword,
@@ -15,20 +18,67 @@ import { createSession, deleteSession, deleteUserSessions } from '../../domain/s
 import { loginPage, logoutPage, passwordPage, setupPage } from '../../views/auth-pages.js'
 import { HttpProblem } from '../problem.js'
 import { checkRateLimit } from '../rate-limit.js'
-import { formField, safeNext, type UiContext } from './plugin.js'
-
-type Form = Record<string, string | undefined>
+import { safeNext, type UiContext } from './context.js'
 
 const LOGIN_WINDOW_MS = 15 * 60 * 1000
 const LOGINS_PER_EMAIL = 10
 const LOGINS_PER_IP = 50
 
+// Form fields are text; a field sent twice (an array) is refused by the schema with a 400.
+const text = (maxLength = 4096) => Type.Optional(Type.String({ maxLength }))
+const CSRF = { _csrf: text(200) }
+
+const SetupBody = Type.Object({
+  ...CSRF,
+  account: text(),
+  email: text(),
+  password: text(),
+  confirm: text(),
+})
+// "next" is checked by safeNext, which turns anything but a same-site path (a second value too)
+// into "no next": a bad one never makes the login page fail.
+const LoginQuery = Type.Object({ next: Type.Optional(Type.Unknown()), bye: Type.Optional(Type.Unknown()) })
+const LoginBody = Type.Object({
+  ...CSRF,
+  email: text(),
+  password: text(),
+  next: Type.Optional(Type.Unknown()),
+  /** The account chosen when the address belongs to several (its id). */
+  account: text(20),
+})
+const PasswordBody = Type.Object({ ...CSRF, current: text(), password: text(), confirm: text() })
+const CsrfOnlyBody = Type.Object(CSRF)
+
 // Verifying against a real hash when the email is unknown keeps the answer time the same, so
 // timing does not tell which addresses have accounts.
 const decoyHash = hashPassword('decoy password that never matches')
 
-export const authRoutes: FastifyPluginAsync<UiContext> = async (app, ctx) => {
+export const authRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app, ctx) => {
   const { db } = ctx.database
+
+  /** False (and a 429 page already sent) when the address or the client has tried too often. */
+  const withinLoginLimits = async (
+    request: FastifyRequest,
+    reply: FastifyReply,
+    email: string,
+    what: 'login' | 'password',
+    refuse: (errors: string[], status: number) => FastifyReply,
+  ): Promise<boolean> => {
+    for (const [key, limit] of [
+      [`login:email:${email}`, LOGINS_PER_EMAIL],
+      [`login:ip:${request.ip}`, LOGINS_PER_IP],
+    ] as const) {
+      const decision = await checkRateLimit(ctx.rateLimitStore, key, limit, LOGIN_WINDOW_MS, (err) =>
+        request.log.warn({ err }, 'login rate limit store unavailable'),
+      )
+      if (!decision.allowed) {
+        reply.header('retry-after', decision.headers['retry-after'] ?? '900')
+        refuse([`Too many ${what} attempts. Wait a few minutes, then try again.`], 429)
+        return false
+      }
+    }
+    return true
+  }
 
   // SPEC §3: / leads to the log, or to first-run set-up while nobody has an account yet (the log
   // itself sends visitors who are not logged in on to /login).
@@ -39,14 +89,14 @@ export const authRoutes: FastifyPluginAsync<UiContext> = async (app, ctx) => {
 
   app.get('/setup', async (request, reply) => {
     if ((await countUsers(db)) > 0) return reply.redirect(request.user ? '/logs/' : '/login', 303)
-    return ctx.page(reply, setupPage({ csrfToken: reply.generateCsrf(), errors: [], values: {} }))
+    return ctx.page(reply, setupPage({ csrfToken: ctx.csrfToken(request, reply), errors: [], values: {} }))
   })
 
-  app.post('/setup', async (request, reply) => {
+  app.post('/setup', { schema: { body: SetupBody } }, async (request, reply) => {
     if ((await countUsers(db)) > 0) return reply.redirect('/login', 303)
-    const account = formField(request, 'account').trim()
-    const email = formField(request, 'email').trim()
-    const password = formField(request, 'password')
+    const account = (request.body.account ?? '').trim()
+    const email = (request.body.email ?? '').trim()
+    const password = request.body.password ?? ''
     const errors: string[] = []
     const accountProblem = accountNameProblem(account)
     if (accountProblem) errors.push(`Team name ${accountProblem}.`)
@@ -54,11 +104,11 @@ export const authRoutes: FastifyPluginAsync<UiContext> = async (app, ctx) => {
     if (badEmail) errors.push(`Email ${badEmail}.`)
     const badPassword = passwordProblem(password)
     if (badPassword) errors.push(`Password ${badPassword}.`)
-    else if (password !== formField(request, 'confirm')) errors.push('The two passwords differ.')
+    else if (password !== (request.body.confirm ?? '')) errors.push('The two passwords differ.')
     if (errors.length > 0) {
       return ctx.page(
         reply,
-        setupPage({ csrfToken: reply.generateCsrf(), errors, values: { account, email } }),
+        setupPage({ csrfToken: ctx.csrfToken(request, reply), errors, values: { account, email } }),
         422,
       )
     }
@@ -72,15 +122,15 @@ export const authRoutes: FastifyPluginAsync<UiContext> = async (app, ctx) => {
     }
   })
 
-  app.get('/login', async (request, reply) => {
+  app.get('/login', { schema: { querystring: LoginQuery } }, async (request, reply) => {
     if (request.user) return reply.redirect('/logs/', 303)
     if ((await countUsers(db)) === 0) return reply.redirect('/setup', 303)
-    const next = safeNext((request.query as Form).next)
-    const notice = (request.query as Form).bye === '1' ? 'You are logged out.' : undefined
+    const next = safeNext(request.query.next)
+    const notice = request.query.bye === '1' ? 'You are logged out.' : undefined
     return ctx.page(
       reply,
       loginPage({
-        csrfToken: reply.generateCsrf(),
+        csrfToken: ctx.csrfToken(request, reply),
         errors: [],
         ...(next ? { next } : {}),
         ...(notice ? { notice } : {}),
@@ -88,35 +138,50 @@ export const authRoutes: FastifyPluginAsync<UiContext> = async (app, ctx) => {
     )
   })
 
-  app.post('/login', async (request, reply) => {
-    const email = normaliseEmail(formField(request, 'email'))
-    const password = formField(request, 'password')
-    const next = safeNext(formField(request, 'next'))
-    const rerender = (errors: string[], status: number) =>
+  app.post('/login', { schema: { body: LoginBody } }, async (request, reply) => {
+    const email = normaliseEmail(request.body.email ?? '')
+    const password = request.body.password ?? ''
+    const next = safeNext(request.body.next)
+    const chosen = request.body.account ?? ''
+    const rerender = (
+      errors: string[],
+      status: number,
+      accounts?: { id: number; name: string }[],
+    ): FastifyReply =>
       ctx.page(
         reply,
-        loginPage({ csrfToken: reply.generateCsrf(), errors, email, ...(next ? { next } : {}) }),
+        loginPage({
+          csrfToken: ctx.csrfToken(request, reply),
+          errors,
+          email,
+          ...(next ? { next } : {}),
+          ...(accounts ? { accounts } : {}),
+        }),
         status,
       )
 
-    for (const [key, limit] of [
-      [`login:email:${email}`, LOGINS_PER_EMAIL],
-      [`login:ip:${request.ip}`, LOGINS_PER_IP],
-    ] as const) {
-      const decision = await checkRateLimit(ctx.rateLimitStore, key, limit, LOGIN_WINDOW_MS, (err) =>
-        request.log.warn({ err }, 'login rate limit store unavailable'),
-      )
-      if (!decision.allowed) {
-        reply.header('retry-after', decision.headers['retry-after'] ?? '900')
-        return rerender(['Too many login attempts. Wait a few minutes, then try again.'], 429)
-      }
-    }
+    if (!(await withinLoginLimits(request, reply, email, 'login', rerender))) return reply
 
-    const user = email ? await findUserByEmail(db, email) : undefined
-    const ok = await verifyPassword(password, user?.password_hash ?? (await decoyHash))
-    if (!user || !ok) {
+    // One address may belong to several accounts (an account's emails are its own): the password
+    // is checked against each, and only accounts whose password it is are ever named.
+    let candidates = email ? await findUsersByEmail(db, email) : []
+    if (chosen !== '') candidates = candidates.filter((u) => String(u.account_id) === chosen)
+    const matched: typeof candidates = []
+    for (const candidate of candidates) {
+      if (await verifyPassword(password, candidate.password_hash)) matched.push(candidate)
+    }
+    if (candidates.length === 0) await verifyPassword(password, await decoyHash)
+    const [user, ...others] = matched
+    if (!user) {
       request.log.info({ email }, 'login failed')
       return rerender(['That email and password do not match.'], 401)
+    }
+    if (others.length > 0) {
+      return rerender(
+        ['This email belongs to several accounts. Choose one, and enter your password again.'],
+        200,
+        matched.map((u) => ({ id: u.account_id, name: u.account_name })),
+      )
     }
     ctx.setSessionCookie(reply, await createSession(db, user.id))
     if (user.must_change_password === 1) return reply.redirect('/account/password', 303)
@@ -126,10 +191,10 @@ export const authRoutes: FastifyPluginAsync<UiContext> = async (app, ctx) => {
   // Someone who types /logout gets a button; logging out itself needs the form's CSRF token.
   app.get('/logout', async (request, reply) => {
     if (!request.user) return reply.redirect('/login', 303)
-    return ctx.page(reply, logoutPage({ user: request.user, csrfToken: reply.generateCsrf() }))
+    return ctx.page(reply, logoutPage({ user: request.user, csrfToken: ctx.csrfToken(request, reply) }))
   })
 
-  app.post('/logout', async (request, reply) => {
+  app.post('/logout', { schema: { body: CsrfOnlyBody } }, async (request, reply) => {
     if (request.user) await deleteSession(db, request.user.sessionId)
     ctx.clearSessionCookie(reply)
     return reply.redirect('/login?bye=1', 303)
@@ -140,33 +205,47 @@ export const authRoutes: FastifyPluginAsync<UiContext> = async (app, ctx) => {
     if (!user) return reply
     return ctx.page(
       reply,
-      passwordPage({ user, csrfToken: reply.generateCsrf(), errors: [], forced: user.mustChangePassword }),
+      passwordPage({
+        user,
+        csrfToken: ctx.csrfToken(request, reply),
+        errors: [],
+        forced: user.mustChangePassword,
+      }),
     )
   })
 
-  app.post('/account/password', async (request, reply) => {
+  app.post('/account/password', { schema: { body: PasswordBody } }, async (request, reply) => {
     const user = ctx.requireUser(request, reply)
     if (!user) return reply
-    const current = formField(request, 'current')
-    const password = formField(request, 'password')
+    const current = request.body.current ?? ''
+    const password = request.body.password ?? ''
+    const rerender = (errors: string[], status: number) =>
+      ctx.page(
+        reply,
+        passwordPage({
+          user,
+          csrfToken: ctx.csrfToken(request, reply),
+          errors,
+          forced: user.mustChangePassword,
+        }),
+        status,
+      )
+    // A stolen session must not become a way to guess the password: the login limits apply.
+    if (!(await withinLoginLimits(request, reply, user.email, 'password', rerender))) return reply
     const errors: string[] = []
-    const row = await findUserByEmail(db, user.email)
+    const row = await findUserById(db, user.userId)
     if (!row) throw new HttpProblem(401, 'not-logged-in', 'Not logged in', 'Your account no longer exists.')
     if (!(await verifyPassword(current, row.password_hash))) errors.push('The current password is wrong.')
     const badPassword = passwordProblem(password)
     if (badPassword) errors.push(`The new password ${badPassword}.`)
-    else if (password !== formField(request, 'confirm')) errors.push('The two new passwords differ.')
+    else if (password !== (request.body.confirm ?? '')) errors.push('The two new passwords differ.')
     else if (password === current) errors.push('Choose a password different from the current one.')
-    if (errors.length > 0) {
-      return ctx.page(
-        reply,
-        passwordPage({ user, csrfToken: reply.generateCsrf(), errors, forced: user.mustChangePassword }),
-        422,
-      )
-    }
+    if (errors.length > 0) return rerender(errors, 422)
     await setPassword(db, user.userId, password, { oneTime: false })
     // Other browsers signed in with the old password are signed out.
     await deleteUserSessions(db, user.userId, user.sessionId)
-    return reply.redirect('/logs/', 303)
+    return ctx.redirectWithFlash(reply, user, '/settings/', {
+      notice: 'Your password is changed. Any other browser signed in as you has been logged out.',
+    })
   })
 }

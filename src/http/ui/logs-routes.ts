@@ -13,7 +13,7 @@ import {
 import { VersionIndexer } from '../../domain/events/version-index.js'
 import { logsPage } from '../../views/logs-page.js'
 import { HttpProblem } from '../problem.js'
-import type { UiContext } from './plugin.js'
+import type { UiContext } from './context.js'
 
 const PAGE_SIZE = 50
 const MAX_PAGE_SIZE = 500

@@ -1,6 +1,8 @@
 // /settings/: API keys and users of the viewer's account; changes are for admins only.
 import { randomBytes } from 'node:crypto'
-import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify'
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import type { FastifyReply, FastifyRequest } from 'fastify'
+import { Type } from 'typebox'
 import { announceRevocation } from '../../db/revocations.js'
 import {
   changeRole,
@@ -9,19 +11,31 @@ import {
   LastAdminError,
   listUsers,
   removeUser,
+  resetPassword,
   UserExistsError,
 } from '../../domain/accounts.js'
 import { createApiKey, listApiKeys, revokeApiKey } from '../../domain/keys.js'
-import type { SessionUser } from '../../domain/sessions.js'
+import { type SessionUser, takeFlash } from '../../domain/sessions.js'
 import { isUserRole, nameProblem } from '../../domain/text-rules.js'
 import { type SettingsPageData, settingsPage } from '../../views/settings-page.js'
 import { HttpProblem } from '../problem.js'
-import { formField, type UiContext } from './plugin.js'
+import type { UiContext } from './context.js'
 
-type Form = Record<string, string | undefined>
+// Form fields are text; a field sent twice (an array) is refused by the schema with a 400.
+const text = (maxLength = 4096) => Type.Optional(Type.String({ maxLength }))
+const CSRF = { _csrf: text(200) }
+const IdParams = Type.Object({ id: Type.String({ maxLength: 40 }) })
+const KeyBody = Type.Object({ ...CSRF, name: text() })
+const UserBody = Type.Object({ ...CSRF, email: text(), role: text(40) })
+const RoleBody = Type.Object({ ...CSRF, role: text(40) })
+const CsrfOnlyBody = Type.Object(CSRF)
 
-function idParam(request: FastifyRequest): number {
-  const raw = (request.params as { id?: string }).id ?? ''
+/** The schema of a form posted to /…/:id/… with nothing but its CSRF token. */
+const ID_FORM = { schema: { params: IdParams, body: CsrfOnlyBody } }
+
+/** The numeric id in the path; anything else is a 404 (there is no such item). */
+function idParam(request: { params: { id: string } }): number {
+  const raw = request.params.id
   if (!/^\d{1,15}$/.test(raw)) throw new HttpProblem(404, 'not-found', 'Not found', 'There is no such item.')
   return Number(raw)
 }
@@ -61,14 +75,14 @@ function oneTimePassword(): string {
   return out
 }
 
-export const settingsRoutes: FastifyPluginAsync<UiContext> = async (app, ctx) => {
+export const settingsRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app, ctx) => {
   const { db } = ctx.database
 
   const render = async (
     request: FastifyRequest,
     reply: FastifyReply,
     user: SessionUser,
-    extra: Partial<Pick<SettingsPageData, 'newKey' | 'newPassword' | 'notice'>> & { errors?: string[] } = {},
+    extra: Partial<Pick<SettingsPageData, 'secret' | 'notice'>> & { errors?: string[] } = {},
     status = 200,
   ) => {
     const [keys, users] = await Promise.all([listApiKeys(db, user.accountId), listUsers(db, user.accountId)])
@@ -76,14 +90,13 @@ export const settingsRoutes: FastifyPluginAsync<UiContext> = async (app, ctx) =>
       reply,
       settingsPage({
         user,
-        csrfToken: reply.generateCsrf(),
+        csrfToken: ctx.csrfToken(request, reply),
         keys,
         users,
         baseUrl: ctx.baseUrl(request),
         deployImage: ctx.config.deployImage,
         errors: extra.errors ?? [],
-        ...(extra.newKey ? { newKey: extra.newKey } : {}),
-        ...(extra.newPassword ? { newPassword: extra.newPassword } : {}),
+        ...(extra.secret ? { secret: extra.secret } : {}),
         ...(extra.notice ? { notice: extra.notice } : {}),
       }),
       status,
@@ -101,19 +114,18 @@ export const settingsRoutes: FastifyPluginAsync<UiContext> = async (app, ctx) =>
   app.get('/settings/', async (request, reply) => {
     const user = ctx.requireUser(request, reply)
     if (!user) return reply
-    const done = (request.query as Form).done
-    const notices: Record<string, string> = {
-      revoked: 'The key is revoked: requests using it are refused from now on.',
-      role: 'The role is changed.',
-      removed: 'The user is removed and logged out.',
-    }
-    return render(request, reply, user, done && notices[done] ? { notice: notices[done] } : {})
+    // The result of the form that redirected here, shown on this view only (post/redirect/get).
+    const flash = await takeFlash(db, user)
+    return render(request, reply, user, {
+      ...(flash?.notice ? { notice: flash.notice } : {}),
+      ...(flash?.secret ? { secret: flash.secret } : {}),
+    })
   })
 
-  app.post('/settings/keys', async (request, reply) => {
+  app.post('/settings/keys', { schema: { body: KeyBody } }, async (request, reply) => {
     const user = admin(request, reply)
     if (!user) return reply
-    const name = formField(request, 'name').trim()
+    const name = (request.body.name ?? '').trim()
     const errors: string[] = []
     const badName = nameProblem(name)
     if (name === '') errors.push('Give the key a name.')
@@ -125,25 +137,29 @@ export const settingsRoutes: FastifyPluginAsync<UiContext> = async (app, ctx) =>
       createdBy: user.email,
       createdByUserId: user.userId,
     })
-    // Shown in this response only; reloading does not show it again.
-    return render(request, reply, user, { newKey: { name, key } }, 201)
+    // Kept server-side for the next page view only: never in a URL, and reloading shows it no more.
+    return ctx.redirectWithFlash(reply, user, '/settings/', {
+      secret: { kind: 'key', label: name, value: key },
+    })
   })
 
-  app.post('/settings/keys/:id/revoke', async (request, reply) => {
+  app.post('/settings/keys/:id/revoke', ID_FORM, async (request, reply) => {
     const user = admin(request, reply)
     if (!user) return reply
     const row = await revokeApiKey(db, user.accountId, String(idParam(request)))
     if (!row) throw new HttpProblem(404, 'not-found', 'No such key', 'This account has no such API key.')
     ctx.verifier.forget(row.id)
     await announceRevocation(ctx.database, row.digest)
-    return reply.redirect('/settings/?done=revoked', 303)
+    return ctx.redirectWithFlash(reply, user, '/settings/', {
+      notice: 'The key is revoked: requests using it are refused from now on.',
+    })
   })
 
-  app.post('/settings/users', async (request, reply) => {
+  app.post('/settings/users', { schema: { body: UserBody } }, async (request, reply) => {
     const user = admin(request, reply)
     if (!user) return reply
-    const email = formField(request, 'email').trim()
-    const role = formField(request, 'role') || 'member'
+    const email = (request.body.email ?? '').trim()
+    const role = request.body.role || 'member'
     const errors: string[] = []
     const badEmail = emailProblem(email)
     if (badEmail) errors.push(`Email ${badEmail}.`)
@@ -158,28 +174,61 @@ export const settingsRoutes: FastifyPluginAsync<UiContext> = async (app, ctx) =>
         role,
         oneTimePassword: true,
       })
-      return render(request, reply, user, { newPassword: { email: created.email, password } }, 201)
+      return ctx.redirectWithFlash(reply, user, '/settings/', {
+        notice: `${created.email} is added as ${created.role}.`,
+        secret: { kind: 'password', label: created.email, value: password },
+      })
     } catch (err) {
       if (err instanceof UserExistsError) {
-        return render(request, reply, user, { errors: ['A user with that email already exists.'] }, 409)
+        return render(
+          request,
+          reply,
+          user,
+          { errors: ['This account already has a user with that email.'] },
+          409,
+        )
       }
       throw err
     }
   })
 
-  app.post('/settings/users/:id/role', async (request, reply) => {
+  app.post(
+    '/settings/users/:id/role',
+    { schema: { params: IdParams, body: RoleBody } },
+    async (request, reply) => {
+      const user = admin(request, reply)
+      if (!user) return reply
+      const role = request.body.role ?? ''
+      if (!isUserRole(role)) {
+        return render(request, reply, user, { errors: ['Role must be admin or member.'] }, 422)
+      }
+      const id = idParam(request)
+      const refused = await keepingAnAdmin(() => changeRole(db, user.accountId, id, role))
+      if (refused) return render(request, reply, user, { errors: [refused] }, 409)
+      return ctx.redirectWithFlash(reply, user, '/settings/', { notice: 'The role is changed.' })
+    },
+  )
+
+  app.post('/settings/users/:id/password', ID_FORM, async (request, reply) => {
     const user = admin(request, reply)
     if (!user) return reply
-    const role = formField(request, 'role')
-    if (!isUserRole(role)) {
-      return render(request, reply, user, { errors: ['Role must be admin or member.'] }, 422)
+    const id = idParam(request)
+    if (id === user.userId) {
+      return render(request, reply, user, { errors: ['Change your own password under "Your account".'] }, 409)
     }
-    const refused = await keepingAnAdmin(() => changeRole(db, user.accountId, idParam(request), role))
-    if (refused) return render(request, reply, user, { errors: [refused] }, 409)
-    return reply.redirect('/settings/?done=role', 303)
+    const target = (await listUsers(db, user.accountId)).find((u) => u.id === id)
+    const password = oneTimePassword()
+    // Scoped to the admin's account: another account's user id is "no such user".
+    if (!target || !(await resetPassword(db, user.accountId, id, password, { oneTime: true }))) {
+      throw new HttpProblem(404, 'not-found', 'No such user', 'This account has no such user.')
+    }
+    return ctx.redirectWithFlash(reply, user, '/settings/', {
+      notice: `${target.email} has a new one-time password and was logged out everywhere.`,
+      secret: { kind: 'password', label: target.email, value: password },
+    })
   })
 
-  app.post('/settings/users/:id/remove', async (request, reply) => {
+  app.post('/settings/users/:id/remove', ID_FORM, async (request, reply) => {
     const user = admin(request, reply)
     if (!user) return reply
     const id = idParam(request)
@@ -188,6 +237,8 @@ export const settingsRoutes: FastifyPluginAsync<UiContext> = async (app, ctx) =>
     }
     const refused = await keepingAnAdmin(() => removeUser(db, user.accountId, id))
     if (refused) return render(request, reply, user, { errors: [refused] }, 409)
-    return reply.redirect('/settings/?done=removed', 303)
+    return ctx.redirectWithFlash(reply, user, '/settings/', {
+      notice: 'The user is removed and logged out.',
+    })
   })
 }
