@@ -158,7 +158,7 @@ export function logsPage(d: LogsPageData): SafeHtml {
     csrfToken: d.csrfToken,
     body: html`<h1>Deployment log</h1>
       <details class="panel filter-box" open data-collapse-on-phone>
-        <summary><span class="summary-title">Filters</span> ${activeFilters(d)}</summary>
+        <summary class="filter-summary"><span class="summary-title">Filters</span> ${activeFilters(d)}</summary>
         <form method="get" action="/logs/" class="filters" role="search" aria-label="Filter events">
           <input type="hidden" name="tz" value="" data-viewer-zone>
           <div class="field"><label for="f-service">Service</label>
