@@ -225,7 +225,6 @@ test('on a 390 px phone /logs/ shows each event as a card with status, service, 
   assert.equal(await filters.getAttribute('open'), '', 'an error keeps the filters open')
   assert.ok(await page.getByRole('alert').isVisible())
   assert.equal(await page.locator('main table').count(), 0)
-
 })
 
 test('on a 390 px phone Settings does not scroll sideways outside its tables and code snippets', {
