@@ -63,7 +63,7 @@ test('pages after login: logs, settings, password, a new key, error pages; downl
     assertPageHeaders(res, url)
   }
   const badFilter = await browser.get('/logs/?status=nope')
-  assert.equal(badFilter.statusCode, 400)
+  assert.equal(badFilter.statusCode, 422)
   assertPageHeaders(badFilter, 'the bad-filter page')
 
   const created = await browser.submit('/settings/', '/settings/keys', { name: 'secret-holder' })
