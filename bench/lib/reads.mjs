@@ -476,6 +476,12 @@ function pageCases(plan, tally, maxId) {
       expected: page(tally.service[service] ?? 0),
     },
     {
+      // Names are matched ignoring case (issue 10.21): the same rows as the exact spelling.
+      name: `service=CHECKOUT, any case (${pct(tally.service[service] ?? 0)})`,
+      path: `/logs/?service=${service.toUpperCase()}`,
+      expected: page(tally.service[service] ?? 0),
+    },
+    {
       name: `environment=Production (${pct(tally.environment.Production ?? 0)})`,
       path: '/logs/?environment=Production',
       expected: page(tally.environment.Production ?? 0),

@@ -87,6 +87,11 @@ const REFUSED: { query: string; fields: string[] }[] = [
 ]
 
 test('bad filters (control characters, over-long, repeated, wrong types) are a 422 naming each parameter, with nothing listed; the exports answer problem+json', async () => {
+  // A lone surrogate cannot arrive percent-encoded (that is invalid UTF-8), but is refused all the same.
+  assert.deepEqual(parseLogsQuery({ service: 'a\uD800b', version: '\uDC00' }).errors, [
+    { field: 'service', message: 'service must be valid Unicode text' },
+    { field: 'version', message: 'version must be valid Unicode text' },
+  ])
   const { browser } = await seeded()
   for (const { query, fields } of REFUSED) {
     const page = `/logs/?${query}`
