@@ -25,7 +25,7 @@ export interface EventFilter {
 }
 
 export const FILTER_FIELDS = ['service', 'environment', 'status', 'version', 'from', 'to'] as const
-/** Where the log page starts and how long it is; with `tz`, the other parameters the page reads. */
+/** The log page's own parameters: where it starts and how many events it shows. */
 export const PAGE_FIELDS = ['before', 'after', 'limit'] as const
 /** The viewer's IANA time zone, in which From and To without a zone are read (the page's script sends it). */
 export const ZONE_FIELD = 'tz'
@@ -36,7 +36,7 @@ export type LogsParameter = (typeof FILTER_FIELDS)[number] | (typeof PAGE_FIELDS
 export type QueryValues = Readonly<Record<string, string | readonly string[] | undefined>>
 
 const PAGE_SIZE = 50
-export const MAX_PAGE_SIZE = 500
+const MAX_PAGE_SIZE = 500
 
 /** A time bound, a cursor or a zone name is never longer than this; longer text is refused. */
 const SHORT_TEXT = 64
@@ -79,7 +79,7 @@ function knownZone(name: string): string | undefined {
   }
 }
 
-/** Wall-clock fields of an instant in a zone. */
+/** The wall-clock time of an instant in a zone, written as if it were a UTC instant. */
 function wallClock(zone: string, at: number): number {
   const parts = new Intl.DateTimeFormat('en-US', {
     timeZone: zone,
