@@ -335,6 +335,24 @@ test('every known service and environment is suggested, not only those of the la
   assert.match(res.payload, /<input id="f-service" name="service" type="text" list="services"/)
 })
 
+test('with more names than are suggested, a filter still finds any of them in any case', async (t) => {
+  const ctx = await buildTestApp(t)
+  const accountId = ctx.tenant.account.id
+  const services = Array.from({ length: 520 }, (_, i) => `Svc-${String(i).padStart(3, '0')}`)
+  await insertEvents(
+    ctx.database,
+    accountId,
+    services.map((service, i) => ({ service, version: `v${i}` })),
+  )
+  const { browser } = await userSession(ctx, accountId, 'ada@example.com')
+  const res = await browser.get('/logs/?service=SVC-519')
+  assert.equal(res.statusCode, 200)
+  assert.deepEqual(shownVersions(res.payload), ['v519'])
+  const suggested = /<datalist id="services">([\s\S]*?)<\/datalist>/.exec(res.payload)?.[1] ?? ''
+  assert.equal([...suggested.matchAll(/<option /g)].length, 500, 'the suggestions stop at 500')
+  assert.doesNotMatch(suggested, /Svc-519/)
+})
+
 test('From and To without a zone are read in the zone the page sends (tz), correctly across the March change', async (t) => {
   // Europe/Berlin moves from +01:00 to +02:00 at 2026-03-29 01:00 UTC (02:00 local becomes 03:00).
   const at = (iso: string) => Date.parse(iso)

@@ -319,11 +319,12 @@ export async function planEventQuery(
   dialect: DialectName,
   accountId: number,
   filter: EventFilter,
+  known?: AccountNames,
 ): Promise<EventQueryPlan> {
   const where: RawBuilder<unknown>[] = [sql`events.account_id = ${accountId}`]
   for (const column of NAME_COLUMNS) {
     const needle = filter[column]
-    if (needle) where.push(nameIn(column, await namesLike(db, accountId, column, needle)))
+    if (needle) where.push(nameIn(column, await namesLike(db, accountId, column, needle, known)))
   }
   if (filter.status) where.push(sql`events.status = ${filter.status}`)
   if (filter.from !== undefined) where.push(sql`events.received_at >= ${filter.from}`)
@@ -484,8 +485,9 @@ export async function listEventPage(
   filter: EventFilter,
   cursor: { before?: number; after?: number },
   limit: number,
+  known?: AccountNames,
 ): Promise<EventPage> {
-  const plan = await planEventQuery(db, dialect, accountId, filter)
+  const plan = await planEventQuery(db, dialect, accountId, filter, known)
   const read = async (after: Position | undefined, towards: 'older' | 'newer', n: number) => {
     const rows: EventRow[] = []
     for (const part of towards === 'older' ? plan.parts : [...plan.parts].reverse()) {
@@ -548,15 +550,14 @@ const NAME_COLUMNS = ['service', 'environment'] as const
 type NameColumn = (typeof NAME_COLUMNS)[number]
 
 /**
- * The account's distinct names in a column, in binary order, read by a loose index scan: one seek
- * on the (account_id, column, id) index per name, so the cost follows the number of names, not of
- * events. `limit` stops early (suggestions); without it every name is read (filters).
+ * Every distinct name of the account in a column, in binary order, read by a loose index scan: one
+ * seek on the (account_id, column, id) index per name, so the cost follows the number of names, not
+ * of events.
  */
 export async function distinctNames(
   db: Kysely<DB>,
   accountId: number,
   column: NameColumn,
-  limit?: number,
 ): Promise<string[]> {
   const col = sql.ref(`events.${column}`)
   const { rows } = await sql<{ name: string }>`with recursive names(name) as (
@@ -564,20 +565,23 @@ export async function distinctNames(
       union all
       select (select min(${col}) from events where events.account_id = ${accountId} and ${col} > names.name)
         from names where names.name is not null
-    ) select name from names where name is not null ${limit === undefined ? sql`` : sql`limit ${limit}`}`.execute(
-    db,
-  )
+    ) select name from names where name is not null`.execute(db)
   return rows.map((r) => r.name)
 }
 
-/** The account's names in this column that a filter for `needle` matches (sameName). */
+/**
+ * The account's names in this column that a filter for `needle` matches (sameName), from the names
+ * the page already read when that list was whole.
+ */
 async function namesLike(
   db: Kysely<DB>,
   accountId: number,
   column: NameColumn,
   needle: string,
+  known?: AccountNames,
 ): Promise<string[]> {
-  return (await distinctNames(db, accountId, column)).filter((name) => sameName(name, needle))
+  const names = known?.complete[column] ? known[column] : await distinctNames(db, accountId, column)
+  return names.filter((name) => sameName(name, needle))
 }
 
 /**
@@ -596,17 +600,51 @@ function nameIn(column: NameColumn, names: string[]): RawBuilder<unknown> {
 /** How many names of each kind the filter fields suggest (a <datalist> of every known name). */
 const SUGGESTED_NAMES = 500
 
-/** The account's services and environments, to suggest in the filter fields. */
-export async function knownNames(
-  db: Kysely<DB>,
-  accountId: number,
-): Promise<{ services: string[]; environments: string[] }> {
-  const [services, environments] = await Promise.all([
-    distinctNames(db, accountId, 'service', SUGGESTED_NAMES),
-    distinctNames(db, accountId, 'environment', SUGGESTED_NAMES),
-  ])
-  const byName = (a: string, b: string) => a.localeCompare(b)
-  return { services: services.sort(byName), environments: environments.sort(byName) }
+/** The account's services and environments (at most SUGGESTED_NAMES each), in binary order. */
+export interface AccountNames {
+  service: string[]
+  environment: string[]
+  /** Whether the list holds every name of the account, so a filter can be resolved from it. */
+  complete: Record<NameColumn, boolean>
+}
+
+/**
+ * Both lists of names in one statement (one round trip, one plan): the page suggests them, and its
+ * filter resolves from them (listEventPage's `known`) instead of reading them again.
+ */
+export async function accountNames(db: Kysely<DB>, accountId: number): Promise<AccountNames> {
+  const scan = (column: NameColumn, cte: string) => {
+    const col = sql.ref(`events.${column}`)
+    const self = sql.table(cte)
+    return sql`${self}(name) as (
+      select min(${col}) from events where events.account_id = ${accountId}
+      union all
+      select (select min(${col}) from events where events.account_id = ${accountId} and ${col} > ${self}.name)
+        from ${self} where ${self}.name is not null)`
+  }
+  const { rows } = await sql<{ kind: NameColumn; name: string }>`with recursive
+      ${scan('service', 'service_names')}, ${scan('environment', 'environment_names')}
+    select 'service' as kind, name from (
+      select name from service_names where name is not null limit ${SUGGESTED_NAMES + 1}) as s
+    union all
+    select 'environment' as kind, name from (
+      select name from environment_names where name is not null limit ${SUGGESTED_NAMES + 1}) as e`.execute(
+    db,
+  )
+  const names: AccountNames = { service: [], environment: [], complete: { service: true, environment: true } }
+  for (const row of rows) names[row.kind].push(row.name)
+  for (const column of NAME_COLUMNS) {
+    if (names[column].length > SUGGESTED_NAMES) {
+      names[column] = names[column].slice(0, SUGGESTED_NAMES)
+      names.complete[column] = false
+    }
+  }
+  return names
+}
+
+/** Names as people read them, for the suggestions. */
+export function byName(a: string, b: string): number {
+  return a.localeCompare(b)
 }
 
 /** Whether the account has any event at all (an empty log then shows how to send the first one). */

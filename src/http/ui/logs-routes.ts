@@ -6,10 +6,11 @@ import { type Static, Type } from 'typebox'
 import type { FieldError } from '../../domain/events/event.js'
 import { exportEvents } from '../../domain/events/export.js'
 import {
+  accountNames,
   anyEvent,
+  byName,
   FILTER_FIELDS,
   filterToQuery,
-  knownNames,
   type LogsQuery,
   listEventPage,
   parseLogsQuery,
@@ -110,7 +111,11 @@ export const logsRoutes: FastifyPluginAsync<UiContext> = async (plain, ctx) => {
     const user = ctx.requireUser(request, reply)
     if (!user) return reply
     const { filter, page: position, errors } = readQuery(request, 'page')
-    const suggestions = await knownNames(db, user.accountId)
+    const names = await accountNames(db, user.accountId)
+    const suggestions = {
+      services: [...names.service].sort(byName),
+      environments: [...names.environment].sort(byName),
+    }
     const common = {
       user,
       csrfToken: reply.generateCsrf(),
@@ -130,6 +135,7 @@ export const logsRoutes: FastifyPluginAsync<UiContext> = async (plain, ctx) => {
       filter,
       { before: position.before, after: position.after },
       limit,
+      names,
     )
     const filterQuery = filterToQuery(filter)
     const limitQuery: Record<string, string> = position.limitGiven ? { limit: String(limit) } : {}
