@@ -181,6 +181,26 @@ test("/logs/ speaks one zone, the viewer's: rows, From/To and the filter agree a
   // (Chromium writes a whole minute without its seconds.)
   assert.equal(await page.locator('#f-from').inputValue(), '2026-03-29T03:00')
   await screenshot(page, 'logs-1280-berlin')
+  // At 1280 px the filter fields sit in rows whose labels and fields line up (issue 10, point 23).
+  const boxes =
+    (await page.evaluate(`[...document.querySelectorAll('form[role=search] .field')].map((field) => {
+      const label = field.querySelector('label').getBoundingClientRect()
+      const control = field.querySelector('input, select').getBoundingClientRect()
+      return { label: label.top, control: control.top, height: control.height }
+    })`)) as { label: number; control: number; height: number }[]
+  assert.equal(boxes.length, 6)
+  const rowsOfFields = new Map<number, typeof boxes>()
+  for (const box of boxes) {
+    const row = Math.round(box.control / 40)
+    rowsOfFields.set(row, [...(rowsOfFields.get(row) ?? []), box])
+  }
+  assert.ok(rowsOfFields.size <= 2, 'six fields in at most two rows')
+  for (const row of rowsOfFields.values()) {
+    const spread = (values: number[]) => Math.max(...values) - Math.min(...values)
+    assert.ok(spread(row.map((b) => b.label)) <= 1, `labels line up: ${JSON.stringify(row)}`)
+    assert.ok(spread(row.map((b) => b.control)) <= 1, `fields line up: ${JSON.stringify(row)}`)
+    assert.ok(spread(row.map((b) => b.height)) <= 1, `fields are one height: ${JSON.stringify(row)}`)
+  }
 
   // Following a link that carries UTC instants (the download and pager links do) shows them in
   // Berlin time in the fields too: one zone on the page.
