@@ -105,6 +105,13 @@ test('bad filters (control characters, over-long, repeated, wrong types) are a 4
       else assertRefusedExport(res, exportFields, url)
     }
   }
+  // A person whose browser follows an edited export link gets the same 422 as a page.
+  const asPage = await browser.get('/logs/export.csv?service=%00&status=nope', { accept: 'text/html' })
+  assert.equal(asPage.statusCode, 422)
+  assert.match(String(asPage.headers['content-type']), /^text\/html/)
+  assert.match(asPage.payload, /<h1>Invalid filter<\/h1>/)
+  assert.match(asPage.payload, /service must not contain control characters\. status must be one of/)
+  assert.match(asPage.payload, /Log out/)
   // Unknown parameters are ignored, and a valid filter still lists.
   const ok = await browser.get('/logs/?service=api&utm_source=x&utm_source=y')
   assert.equal(ok.statusCode, 200)

@@ -16,6 +16,7 @@ import {
   parseLogsQuery,
 } from '../../domain/events/queries.js'
 import { VersionIndexer } from '../../domain/events/version-index.js'
+import { errorPage } from '../../views/auth-pages.js'
 import { logsPage } from '../../views/logs-page.js'
 import { HttpProblem, sendProblem } from '../problem.js'
 import type { UiContext } from './plugin.js'
@@ -79,12 +80,28 @@ function exportFilename(extension: 'csv' | 'json'): string {
   return `shiplog-events-${stamp}.${extension}`
 }
 
-/** The export's answer to a bad query string: 422 problem+json listing each bad parameter. */
-function invalidFilter(reply: FastifyReply, errors: FieldError[]): FastifyReply {
-  const detail =
-    errors.length === 1
-      ? `${errors[0]?.message ?? 'A filter is invalid'}.`
-      : `${errors.length} filters are invalid.`
+/**
+ * The export's answer to a bad query string: 422 listing each bad parameter, as problem+json for
+ * programs, and as a page (with the navigation and Log out) for a person whose browser followed
+ * an edited link, like the 404 answer.
+ */
+function invalidFilter(
+  ctx: UiContext,
+  request: FastifyRequest,
+  reply: FastifyReply,
+  errors: FieldError[],
+): FastifyReply {
+  const detail = errors.map((e) => `${e.message}.`).join(' ')
+  if (/\btext\/html\b/.test(request.headers.accept ?? '')) {
+    const page = errorPage({
+      status: 422,
+      title: 'Invalid filter',
+      detail,
+      user: request.user,
+      csrfToken: reply.generateCsrf(),
+    })
+    return ctx.page(reply, page, 422)
+  }
   return sendProblem(reply, new HttpProblem(422, 'invalid-filter', 'Invalid filter', detail, { errors }))
 }
 
@@ -168,7 +185,7 @@ export const logsRoutes: FastifyPluginAsync<UiContext> = async (plain, ctx) => {
       const user = ctx.requireUser(request, reply)
       if (!user) return reply
       const { filter, errors } = readQuery(request, 'export')
-      if (errors.length > 0) return invalidFilter(reply, errors)
+      if (errors.length > 0) return invalidFilter(ctx, request, reply, errors)
       const chunks = exportEvents(ctx.database, user.accountId, filter, format)
       // The first step reads the first chunk: a database error is still an error answer here, not
       // a download cut short.
