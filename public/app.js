@@ -1,6 +1,38 @@
 // Small enhancements; every page works without them.
 
-// Show times in the viewer's time zone; the UTC time stays in the title for hovering.
+// One time zone on the page, the viewer's: rows, the filter summary and the From/To fields. The UTC
+// time stays in each <time>'s title for hovering; without this script everything says UTC.
+const zone = Intl.DateTimeFormat().resolvedOptions().timeZone
+// Sent with the filter form, so From and To typed in this zone are read in it.
+for (const field of document.querySelectorAll('input[data-viewer-zone]')) field.value = zone
+for (const label of document.querySelectorAll('[data-zone-label]')) label.textContent = `(${zone})`
+for (const note of document.querySelectorAll('[data-zone-note]')) {
+  note.textContent = `Times are in your time zone, ${zone}; hover over one for UTC.`
+}
+// A From/To field holding an instant (from a link, in UTC) shows it as this zone's wall time.
+const wallTime = new Intl.DateTimeFormat('en-CA', {
+  timeZone: zone,
+  hourCycle: 'h23',
+  year: 'numeric',
+  month: '2-digit',
+  day: '2-digit',
+  hour: '2-digit',
+  minute: '2-digit',
+  second: '2-digit',
+})
+for (const input of document.querySelectorAll('input[data-utc]')) {
+  const at = new Date(input.dataset.utc)
+  if (Number.isNaN(at.getTime())) continue
+  const part = Object.fromEntries(wallTime.formatToParts(at).map((p) => [p.type, p.value]))
+  input.value = `${part.year}-${part.month}-${part.day}T${part.hour}:${part.minute}:${part.second}`
+}
+
+// On a phone the filter box starts folded (its summary names the active filters), unless it holds
+// an error to fix. Without this script it stays open.
+if (window.matchMedia('(max-width: 40rem)').matches && !document.getElementById('filter-errors')) {
+  for (const box of document.querySelectorAll('details[data-collapse-on-phone]')) box.open = false
+}
+
 const formatter = new Intl.DateTimeFormat(undefined, {
   year: 'numeric',
   month: 'short',

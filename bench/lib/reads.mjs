@@ -506,6 +506,12 @@ function pageCases(plan, tally, minId, maxId) {
       match: (e) => e.service === service,
     },
     {
+      // Names are matched ignoring case (issue 10.21): the same rows as the exact spelling.
+      name: `service=CHECKOUT, any case (${pct(tally.service[service] ?? 0)})`,
+      path: `/logs/?service=${service.toUpperCase()}`,
+      expected: page(tally.service[service] ?? 0),
+    },
+    {
       name: `environment=Production (${pct(tally.environment.Production ?? 0)})`,
       path: '/logs/?environment=Production',
       match: (e) => e.environment === 'Production',

@@ -34,8 +34,33 @@ function codeOf(err: unknown): string | undefined {
   return undefined
 }
 
+// SQLite result codes that mean the statement itself is wrong (a syntax or FTS5 query error, a type or
+// range mismatch, a constraint): the database answered, so these are never an outage.
+const SQLITE_STATEMENT_ERRORS = [
+  'SQLITE_ERROR',
+  'SQLITE_MISMATCH',
+  'SQLITE_RANGE',
+  'SQLITE_CONSTRAINT',
+  'SQLITE_TOOBIG',
+]
+
+/**
+ * Errors the query itself caused, which no amount of retrying fixes: PostgreSQL SQLSTATE class 22
+ * (data exception: a NUL byte, a bad number), 42 (syntax or access rule), 23 (integrity) and 08P01
+ * (protocol violation: a NUL byte inside the statement text ends the message early, and the server
+ * then drops the connection). Counting them as outages let anyone with a bad query string raise
+ * false alarms, hide a real outage (outages are logged once) and get 503s that invite retries.
+ */
+export function isQueryError(err: unknown): boolean {
+  const code = codeOf(err)
+  if (code === undefined) return false
+  if (/^(22|23|42)[0-9A-Z]{3}$/.test(code) || code === '08P01') return true
+  return SQLITE_STATEMENT_ERRORS.some((c) => code === c || code.startsWith(`${c}_`))
+}
+
 export function isDatabaseUnavailable(err: unknown): boolean {
   const code = codeOf(err)
+  if (isQueryError(err)) return false
   if (code) {
     if (UNAVAILABLE_CODES.has(code)) return true
     if (SQLITE_UNAVAILABLE.some((prefix) => code.startsWith(prefix))) return true

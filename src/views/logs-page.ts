@@ -1,26 +1,34 @@
-// The event log: filters, the table, paging and the two download links.
+// The event log: filters, the table (cards on a phone), paging and the two download links.
 import type { EventRow } from '../db/schema.js'
+import type { FieldError } from '../domain/events/event.js'
 import type { EventFilter } from '../domain/events/queries.js'
 import type { SessionUser } from '../domain/sessions.js'
 import { EVENT_STATUSES } from '../domain/text-rules.js'
 import { html, type SafeHtml } from './html.js'
 import { layout, timeTag } from './layout.js'
 
-export interface LogsPageData {
-  user: SessionUser
-  csrfToken: string
-  filter: EventFilter
-  /** The filter as it was typed, to refill the form. */
-  form: Record<string, string>
-  errors: string[]
+/** What the page lists when the filter was valid. */
+export interface LogsListing {
   rows: EventRow[]
   olderHref: string | null
   newerHref: string | null
   csvHref: string
   jsonHref: string
-  suggestions: { services: string[]; environments: string[] }
   /** True when the account has no events at all (not merely none matching). */
   accountIsEmpty: boolean
+}
+
+export interface LogsPageData {
+  user: SessionUser
+  csrfToken: string
+  /** The filter as applied (empty when it was refused). */
+  filter: EventFilter
+  /** The filter as it was typed, to refill the form. */
+  form: Record<string, string>
+  /** Refused parameters; when there are any, nothing is listed. */
+  errors: FieldError[]
+  listing: LogsListing | null
+  suggestions: { services: string[]; environments: string[] }
   baseUrl: string
 }
 
@@ -28,6 +36,7 @@ function isWebUrl(value: string): boolean {
   return /^https?:\/\//i.test(value)
 }
 
+// On a phone the table becomes one card per event; public/app.css names each cell by its position.
 function eventRow(row: EventRow): SafeHtml {
   return html`<tr>
       <td>${timeTag(row.received_at)}</td>
@@ -55,63 +64,120 @@ function emptyState(baseUrl: string): SafeHtml {
     </div>`
 }
 
+/** `2026-11-21T22:40:00`: an instant as a datetime-local field holds it, in UTC. */
+function utcLocalValue(ms: number): string {
+  return new Date(ms - (ms % 1000)).toISOString().slice(0, 19)
+}
+
+/**
+ * The From or To field. A value typed without a zone is shown as typed: it was read in the zone
+ * the form said (the viewer's, filled in by the script, else UTC). A bound that came with a zone (the
+ * links of the pager carry UTC) is shown in UTC and `data-utc` lets the script show it in the
+ * viewer's zone instead, so the field and the rows always speak the same zone.
+ */
+function timeField(
+  name: 'from' | 'to',
+  label: string,
+  typed: string,
+  at: number | undefined,
+  invalid: boolean,
+) {
+  const zoneless = /^\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d{1,3})?)?)?$/.test(typed)
+  const value = at === undefined || zoneless ? typed : utcLocalValue(at)
+  const utc = at === undefined || zoneless ? '' : new Date(at).toISOString()
+  return html`<div class="field"><label for="f-${name}">${label} <span class="zone" data-zone-label>(UTC)</span></label>
+          <input id="f-${name}" name="${name}" type="datetime-local" step="1" value="${value}" ${utc ? html`data-utc="${utc}"` : ''} ${invalid ? html`aria-invalid="true"` : ''}></div>`
+}
+
+/** The summary of the collapsed filter box: the active filters, or that there are none. */
+function activeFilters(d: LogsPageData): SafeHtml {
+  const f = d.filter
+  const parts: SafeHtml[] = []
+  if (f.service) parts.push(html`<span>service <b>${f.service}</b></span>`)
+  if (f.environment) parts.push(html`<span>environment <b>${f.environment}</b></span>`)
+  if (f.status) parts.push(html`<span>status <b>${f.status}</b></span>`)
+  if (f.version) parts.push(html`<span>version contains <b>${f.version}</b></span>`)
+  if (f.from !== undefined) parts.push(html`<span>from <b>${timeTag(f.from)}</b></span>`)
+  if (f.to !== undefined) parts.push(html`<span>to <b>${timeTag(f.to)}</b></span>`)
+  if (d.errors.length > 0) return html`<span class="active">invalid filter</span>`
+  if (parts.length === 0) return html`<span class="active">none</span>`
+  return html`<span class="active">${parts}</span>`
+}
+
 export function logsPage(d: LogsPageData): SafeHtml {
   const f = d.form
+  const bad = new Set(d.errors.map((e) => e.field))
+  const invalid = (name: string) => (bad.has(name) ? html`aria-invalid="true"` : '')
   const statusOptions = EVENT_STATUSES.map(
     (s) =>
       html`<option value="${s}" ${f.status?.toLowerCase() === s.toLowerCase() ? html`selected` : ''}>${s}</option>`,
   )
   const filtered = Object.values(f).some((v) => v !== '')
-  const table =
-    d.rows.length === 0
-      ? d.accountIsEmpty && !filtered
-        ? emptyState(d.baseUrl)
-        : html`<div class="panel empty"><p>No events match these filters. <a href="/logs/">Clear the filters</a></p></div>`
-      : html`<div class="table-wrap"><table>
+  const listing = d.listing
+  const errors =
+    d.errors.length > 0
+      ? html`<div class="error-box" role="alert" id="filter-errors">
+          <p><strong>This filter cannot be applied, so no events are listed.</strong></p>
+          <ul>${d.errors.map((e) => html`<li>${e.message}.</li>`)}</ul>
+        </div>`
+      : ''
+  let results: SafeHtml | string = ''
+  if (listing) {
+    const table =
+      listing.rows.length === 0
+        ? listing.accountIsEmpty && !filtered
+          ? emptyState(d.baseUrl)
+          : html`<div class="panel empty"><p>No events match these filters. <a href="/logs/">Clear the filters</a></p></div>`
+        : html`<div class="table-wrap"><table class="events">
           <caption class="sr-only">Deployment events, newest first</caption>
           <thead><tr>
             <th scope="col">Time</th><th scope="col">Service</th><th scope="col">Environment</th>
             <th scope="col">Version</th><th scope="col">Status</th><th scope="col">Source</th>
             <th scope="col">API key</th><th scope="col">Details</th>
           </tr></thead>
-          <tbody>${d.rows.map(eventRow)}</tbody>
+          <tbody>${listing.rows.map(eventRow)}</tbody>
         </table></div>`
+    results = html`<div class="toolbar">
+        <p class="hint">${filtered ? 'Events matching the filters, newest first.' : 'All events, newest first.'}
+          <span data-zone-note>Times are UTC.</span></p>
+        <div class="downloads">
+          <a class="button secondary" href="${listing.csvHref}" download>Download CSV</a>
+          <a class="button secondary" href="${listing.jsonHref}" download>Download JSON</a>
+        </div>
+      </div>
+      ${table}
+      <nav class="pager" aria-label="Pages">
+        ${listing.newerHref ? html`<a class="button secondary" href="${listing.newerHref}" rel="prev">← Newer</a>` : ''}
+        ${listing.olderHref ? html`<a class="button secondary" href="${listing.olderHref}" rel="next">Older →</a>` : ''}
+      </nav>`
+  }
   return layout({
     title: 'Logs',
     user: d.user,
     current: 'logs',
     csrfToken: d.csrfToken,
     body: html`<h1>Deployment log</h1>
-      <form method="get" action="/logs/" class="panel filters" role="search" aria-label="Filter events">
-        <div><label for="f-service">Service</label>
-          <input id="f-service" name="service" type="text" list="services" value="${f.service ?? ''}"></div>
-        <div><label for="f-environment">Environment</label>
-          <input id="f-environment" name="environment" type="text" list="environments" value="${f.environment ?? ''}"></div>
-        <div><label for="f-status">Status</label>
-          <select id="f-status" name="status"><option value="">Any</option>${statusOptions}</select></div>
-        <div><label for="f-version">Version contains</label>
-          <input id="f-version" name="version" type="text" value="${f.version ?? ''}"></div>
-        <div><label for="f-from">From (UTC)</label>
-          <input id="f-from" name="from" type="datetime-local" step="1" value="${f.from ?? ''}"></div>
-        <div><label for="f-to">To (UTC)</label>
-          <input id="f-to" name="to" type="datetime-local" step="1" value="${f.to ?? ''}"></div>
-        <div class="actions"><button type="submit">Filter</button>
-          ${filtered ? html`<a class="button secondary" href="/logs/">Clear</a>` : ''}</div>
-        <datalist id="services">${d.suggestions.services.map((s) => html`<option value="${s}">`)}</datalist>
-        <datalist id="environments">${d.suggestions.environments.map((s) => html`<option value="${s}">`)}</datalist>
-      </form>
-      ${d.errors.length > 0 ? html`<div class="error-box" role="alert">${d.errors.join(' ')}</div>` : ''}
-      <div class="toolbar">
-        <p class="hint">${filtered ? 'Events matching the filters, newest first.' : 'All events, newest first.'}</p>
-        <div class="downloads">
-          <a class="button secondary" href="${d.csvHref}" download>Download CSV</a>
-          <a class="button secondary" href="${d.jsonHref}" download>Download JSON</a>
-        </div>
-      </div>
-      ${table}
-      <nav class="pager" aria-label="Pages">
-        ${d.newerHref ? html`<a class="button secondary" href="${d.newerHref}" rel="prev">← Newer</a>` : ''}
-        ${d.olderHref ? html`<a class="button secondary" href="${d.olderHref}" rel="next">Older →</a>` : ''}
-      </nav>`,
+      <details class="panel filter-box" open data-collapse-on-phone>
+        <summary class="filter-summary"><span class="summary-title">Filters</span> ${activeFilters(d)}</summary>
+        <form method="get" action="/logs/" class="filters" role="search" aria-label="Filter events">
+          <input type="hidden" name="tz" value="" data-viewer-zone>
+          <div class="field"><label for="f-service">Service</label>
+            <input id="f-service" name="service" type="text" list="services" autocomplete="off" value="${f.service ?? ''}" ${invalid('service')}></div>
+          <div class="field"><label for="f-environment">Environment</label>
+            <input id="f-environment" name="environment" type="text" list="environments" autocomplete="off" value="${f.environment ?? ''}" ${invalid('environment')}></div>
+          <div class="field"><label for="f-status">Status</label>
+            <select id="f-status" name="status" ${invalid('status')}><option value="">Any</option>${statusOptions}</select></div>
+          <div class="field"><label for="f-version">Version contains</label>
+            <input id="f-version" name="version" type="text" value="${f.version ?? ''}" ${invalid('version')}></div>
+          ${timeField('from', 'From', f.from ?? '', d.filter.from, bad.has('from') || bad.has('tz'))}
+          ${timeField('to', 'To', f.to ?? '', d.filter.to, bad.has('to') || bad.has('tz'))}
+          <div class="actions"><button type="submit">Filter</button>
+            ${filtered ? html`<a class="button secondary" href="/logs/">Clear</a>` : ''}</div>
+          <datalist id="services">${d.suggestions.services.map((s) => html`<option value="${s}">`)}</datalist>
+          <datalist id="environments">${d.suggestions.environments.map((s) => html`<option value="${s}">`)}</datalist>
+        </form>
+      </details>
+      ${errors}
+      ${results}`,
   })
 }

@@ -47,7 +47,7 @@ test('Log out works from the error pages a logged-in person can meet', {
   await submitLogin(page, base, ADMIN.email, ADMIN.password)
   await page.waitForURL(`${base}/logs/`)
   const response = await page.goto(`${base}/logs/export.csv?from=not-a-time`)
-  assert.equal(response?.status(), 400)
+  assert.equal(response?.status(), 422)
   await page.getByRole('heading', { name: 'Invalid filter' }).waitFor()
   await logOutHere(page, base, 'the invalid-filter page')
 })

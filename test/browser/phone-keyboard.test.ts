@@ -1,4 +1,5 @@
-// Proves /logs/ and Settings are usable on a 390 px phone (only tables and snippets scroll sideways) and /logs/ by keyboard (skip link, then the nav).
+// Proves /logs/ and Settings are usable on a 390 px phone (/logs/ as cards with the key facts in view, filters folded;
+// Settings' tables and snippets scroll on their own) and /logs/ by keyboard (skip link, then the nav).
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import type { Page } from 'playwright-core'
@@ -95,7 +96,35 @@ async function fullyInViewport(page: Page, name: string, within: 'nav' | 'main')
   assert.ok(box.width >= 24 && box.height >= 20, `${name} is big enough to tap: ${JSON.stringify(box)}`)
 }
 
-test('on a 390 px phone /logs/ does not overflow sideways outside the table, and the keyboard order starts with the skip link', {
+/** Where the screenshots go when SHIPLOG_SCREENSHOTS names a directory (to look at them), else nowhere. */
+async function screenshot(page: Page, name: string): Promise<void> {
+  const dir = process.env.SHIPLOG_SCREENSHOTS
+  if (dir) await page.screenshot({ path: `${dir}/${name}.png`, fullPage: true })
+}
+
+/** The key facts of each event card: every one shown, inside the screen's width. */
+async function assertKeyFactsInView(page: Page): Promise<number> {
+  const rows = page.locator('main table tbody tr')
+  const count = await rows.count()
+  for (let i = 0; i < count; i++) {
+    // Time, service, environment, version, status: the first five cells.
+    for (let cell = 0; cell < 5; cell++) {
+      const td = rows.nth(i).locator(':scope > td').nth(cell)
+      assert.ok(await td.isVisible(), `row ${i} cell ${cell} is shown`)
+      const box = await td.boundingBox()
+      assert.ok(
+        box && box.x >= 0 && box.x + box.width <= WIDTH,
+        `row ${i} cell ${cell} fits: ${JSON.stringify(box)}`,
+      )
+    }
+    const status = rows.nth(i).locator('.badge')
+    const box = await status.boundingBox()
+    assert.ok(box && box.x + box.width <= WIDTH, `row ${i}: the status label is in view`)
+  }
+  return count
+}
+
+test('on a 390 px phone /logs/ shows each event as a card with status, service, environment, version and time in view, filters folded, and the keyboard order starts with the skip link', {
   timeout: BROWSER_TEST_TIMEOUT_MS,
   skip: browserSkip(),
 }, async (t) => {
@@ -127,16 +156,38 @@ test('on a 390 px phone /logs/ does not overflow sideways outside the table, and
   }
 
   await page.goto(`${base}/logs/`)
-  const overflow = await measureOverflow(page, '.table-wrap')
+  const overflow = await measureOverflow(page, 'pre')
   assertNoSidewaysScroll(overflow, '/logs/')
-  assert.ok(overflow.wrapperRight > 0 && overflow.wrapperRight <= WIDTH, 'the table wrapper fits')
-  assert.ok(overflow.tableScrolls, 'the wide table scrolls inside its wrapper instead')
+  assert.equal(overflow.tableScrolls, false, 'nothing in the log scrolls sideways: no column is hidden')
+  assert.equal(await assertKeyFactsInView(page), 3)
+  // The filters are folded behind their summary, and the first event is on the first screen.
+  const filters = page.locator('details.filter-box')
+  assert.equal(await filters.getAttribute('open'), null, 'the filter box starts folded on a phone')
+  assert.equal(await page.locator('#f-service').isVisible(), false)
+  const firstRow = await page.locator('main table tbody tr').first().boundingBox()
+  assert.ok(
+    firstRow && firstRow.y < HEIGHT,
+    `the first event starts on the first screen: ${JSON.stringify(firstRow)}`,
+  )
+  await screenshot(page, 'logs-390')
 
   await fullyInViewport(page, 'Logs', 'nav')
   await fullyInViewport(page, 'Settings', 'nav')
   await page.getByRole('link', { name: 'Download CSV' }).scrollIntoViewIfNeeded()
   await fullyInViewport(page, 'Download CSV', 'main')
   await fullyInViewport(page, 'Download JSON', 'main')
+
+  // A filter in use: the folded summary names it; opening it shows the fields.
+  await page.goto(`${base}/logs/?status=failed&service=PAYMENTS-gateway-service-1`)
+  const summary = page.locator('details.filter-box > summary')
+  const said = ((await summary.textContent()) ?? '').replace(/\s+/g, ' ')
+  assert.match(said, /service payments-gateway-service-1/i)
+  assert.match(said, /status Failed/)
+  assert.equal(await assertKeyFactsInView(page), 1)
+  await summary.click()
+  assert.ok(await page.locator('#f-service').isVisible(), 'the summary opens the filters')
+  assertNoSidewaysScroll(await measureOverflow(page, 'pre'), '/logs/ with the filters open')
+  await screenshot(page, 'logs-390-filters-open')
 
   // Keyboard: from the top of a fresh load, Tab reaches the skip link first, then the header in order.
   await page.goto(`${base}/logs/`)
@@ -156,14 +207,24 @@ test('on a 390 px phone /logs/ does not overflow sideways outside the table, and
     skipBox && skipBox.x >= 0 && skipBox.x + skipBox.width <= WIDTH,
     'the focused skip link is on screen',
   )
-  // Following it moves focus to the main content; the next Tab reaches the first filter field.
+  // Following it moves focus to the main content; the next Tab reaches the folded filters, Enter
+  // opens them and the next Tab reaches the first filter field.
   await page.keyboard.press('Enter')
   await page.waitForURL(`${base}/logs/#main`)
   assert.match(await focused(page), /^main#main /)
   await page.keyboard.press('Tab')
+  assert.match(await focused(page), /^summary Filters/)
+  await page.keyboard.press('Enter')
+  await page.keyboard.press('Tab')
   assert.match(await focused(page), /^input#f-service/)
-
   assert.deepEqual(watch.errors, [])
+
+  // An invalid filter keeps the box open with the error, and lists nothing (the browser reports the
+  // 422 in its console, so this comes last).
+  await page.goto(`${base}/logs/?status=exploded`)
+  assert.equal(await filters.getAttribute('open'), '', 'an error keeps the filters open')
+  assert.ok(await page.getByRole('alert').isVisible())
+  assert.equal(await page.locator('main table').count(), 0)
 })
 
 test('on a 390 px phone Settings does not scroll sideways outside its tables and code snippets', {

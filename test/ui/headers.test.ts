@@ -63,7 +63,7 @@ test('pages after login: logs, settings, password, a new key, error pages; downl
     assertPageHeaders(res, url)
   }
   const badFilter = await browser.get('/logs/?status=nope')
-  assert.equal(badFilter.statusCode, 400)
+  assert.equal(badFilter.statusCode, 422)
   assertPageHeaders(badFilter, 'the bad-filter page')
 
   // Post/redirect/get: the new key is on the page the form redirects to.

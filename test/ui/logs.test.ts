@@ -170,20 +170,24 @@ test('filters: service, environment, status (any case), version text (literal % 
   }
 })
 
-test('the filter form is refilled with what was typed, and a bad filter is a 400 with a message', async () => {
+test('the filter form is refilled with what was typed, and a bad filter is a 422 with a message and nothing listed', async () => {
   const { browser } = await seeded()
   const res = await browser.get('/logs/?service=api&status=failed&version=rc')
-  assert.match(res.payload, /<input id="f-service" name="service" type="text" list="services" value="api">/)
+  assert.match(
+    res.payload,
+    /<input id="f-service" name="service" type="text" list="services" autocomplete="off" value="api" >/,
+  )
   assert.match(res.payload, /<option value="Failed" selected>Failed<\/option>/)
-  assert.match(res.payload, /<input id="f-version" name="version" type="text" value="rc">/)
+  assert.match(res.payload, /<input id="f-version" name="version" type="text" value="rc" >/)
 
   const bad = await browser.get('/logs/?status=Exploded')
-  assert.equal(bad.statusCode, 400)
+  assert.equal(bad.statusCode, 422)
   assert.match(bad.payload, /status must be one of Deploying, Deployed, Failed/)
+  assert.deepEqual(shownVersions(bad.payload), [], 'nothing is listed under an invalid filter')
   const badTime = await browser.get('/logs/?from=yesterday')
-  assert.equal(badTime.statusCode, 400)
+  assert.equal(badTime.statusCode, 422)
   const badExport = await browser.get('/logs/export.csv?status=Exploded')
-  assert.equal(badExport.statusCode, 400)
+  assert.equal(badExport.statusCode, 422)
 })
 
 async function walk(browser: Browser, start: string, rel: 'next' | 'prev') {

@@ -37,7 +37,7 @@ export interface FieldNames {
 export const LEGACY_NAMES: FieldNames = { service: 'app', environment: 'env' }
 export const DEPLOY_NAMES: FieldNames = { service: 'service', environment: 'environment' }
 
-const LIMITS = {
+export const LIMITS = {
   service: 100,
   environment: 100,
   version: 200,

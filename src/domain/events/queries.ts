@@ -2,11 +2,19 @@
 import { type Kysely, type RawBuilder, sql } from 'kysely'
 import type { DialectName } from '../../config.js'
 import type { DB, EventRow, EventStatus } from '../../db/schema.js'
-import { canonicalStatus, characterCount, STATUS_CHOICES } from '../text-rules.js'
-import type { FieldError } from './event.js'
+import {
+  canonicalStatus,
+  characterCount,
+  hasControlCharacter,
+  isWellFormedText,
+  STATUS_CHOICES,
+} from '../text-rules.js'
+import { type FieldError, LIMITS } from './event.js'
 
 export interface EventFilter {
+  /** Service name, matched ignoring case (see sameName). */
   service?: string
+  /** Environment name, matched ignoring case (see sameName). */
   environment?: string
   status?: EventStatus
   /** Case-insensitive substring of the version. */
@@ -17,63 +25,197 @@ export interface EventFilter {
 }
 
 export const FILTER_FIELDS = ['service', 'environment', 'status', 'version', 'from', 'to'] as const
+/** The log page's own parameters: where it starts and how many events it shows. */
+export const PAGE_FIELDS = ['before', 'after', 'limit'] as const
+/** The viewer's IANA time zone, in which From and To without a zone are read (the page's script sends it). */
+export const ZONE_FIELD = 'tz'
 
-function single(value: unknown): string | undefined {
-  const v = Array.isArray(value) ? value[0] : value
-  if (typeof v !== 'string') return undefined
-  const trimmed = v.trim()
-  return trimmed === '' ? undefined : trimmed
+export type LogsParameter = (typeof FILTER_FIELDS)[number] | (typeof PAGE_FIELDS)[number] | typeof ZONE_FIELD
+
+/** The query string as parsed: every value a string, or a list of them when repeated. */
+export type QueryValues = Readonly<Record<string, string | readonly string[] | undefined>>
+
+const PAGE_SIZE = 50
+const MAX_PAGE_SIZE = 500
+
+/** A time bound, a cursor or a zone name is never longer than this; longer text is refused. */
+const SHORT_TEXT = 64
+
+/**
+ * One parameter as text: trimmed, undefined when absent or empty, or the reason it is refused.
+ * Every filter obeys the same rules as the values it is compared with (SPEC §1.1): no control
+ * characters, well-formed Unicode, no longer than the longest value that can be stored. A repeated
+ * parameter is refused rather than one copy picked: the page and its links would disagree on which.
+ */
+function textParameter(
+  query: QueryValues,
+  name: LogsParameter,
+  maxCharacters: number,
+): { value?: string; error?: FieldError } {
+  const raw = Object.hasOwn(query, name) ? query[name] : undefined
+  if (raw === undefined) return {}
+  if (typeof raw !== 'string') {
+    return { error: { field: name, message: `${name} must be given once, not repeated` } }
+  }
+  const value = raw.trim()
+  if (value === '') return {}
+  if (hasControlCharacter(value)) {
+    return { error: { field: name, message: `${name} must not contain control characters` } }
+  }
+  if (!isWellFormedText(value))
+    return { error: { field: name, message: `${name} must be valid Unicode text` } }
+  if (characterCount(value) > maxCharacters) {
+    return { error: { field: name, message: `${name} must be at most ${maxCharacters} characters` } }
+  }
+  return { value }
+}
+
+/** The IANA zone name if this runtime knows it, else undefined. */
+function knownZone(name: string): string | undefined {
+  try {
+    return new Intl.DateTimeFormat('en-US', { timeZone: name }).resolvedOptions().timeZone
+  } catch {
+    return undefined
+  }
+}
+
+/** The wall-clock time of an instant in a zone, written as if it were a UTC instant. */
+function wallClock(zone: string, at: number): number {
+  const parts = new Intl.DateTimeFormat('en-US', {
+    timeZone: zone,
+    hourCycle: 'h23',
+    year: 'numeric',
+    month: 'numeric',
+    day: 'numeric',
+    hour: 'numeric',
+    minute: 'numeric',
+    second: 'numeric',
+  }).formatToParts(at)
+  const n = (type: Intl.DateTimeFormatPartTypes) => Number(parts.find((p) => p.type === type)?.value ?? 0)
+  return (
+    Date.UTC(n('year'), n('month') - 1, n('day'), n('hour'), n('minute'), n('second')) +
+    (((at % 1000) + 1000) % 1000)
+  )
+}
+
+/** The zone's offset from UTC at an instant, in milliseconds (positive east of Greenwich). */
+function zoneOffset(zone: string, at: number): number {
+  const whole = at - (((at % 1000) + 1000) % 1000)
+  return wallClock(zone, whole) - whole
+}
+
+/**
+ * The instant a wall-clock time (written as if UTC) names in a zone. Across a change of offset a
+ * wall time can be missing (spring forward: taken with the offset before the change, so it lands
+ * after the gap, as Temporal's "compatible" does) or twice (fall back: the earlier one).
+ */
+export function zonedToInstant(zone: string, wall: number): number {
+  const before = zoneOffset(zone, wall - 86_400_000)
+  const after = zoneOffset(zone, wall + 86_400_000)
+  const candidates = [wall - before, wall - after].filter((at) => wallClock(zone, at) === wall)
+  if (candidates.length > 0) return Math.min(...candidates)
+  return wall - before
 }
 
 /**
  * Reads a time bound: ISO 8601 with a zone, or a date/date-time without one (as an HTML
- * datetime-local field sends it), taken as UTC. An upper bound given to the minute or day covers
- * that whole minute or day.
+ * datetime-local field sends it), taken in `zone` (UTC when none). An upper bound given to the
+ * minute or day covers that whole minute or day.
  */
-export function parseTimeBound(text: string, upper: boolean): number | undefined {
+export function parseTimeBound(text: string, upper: boolean, zone?: string): number | undefined {
   const local = /^(\d{4}-\d{2}-\d{2})(?:[T ](\d{2}:\d{2})(?::(\d{2})(?:\.(\d{1,3}))?)?)?$/.exec(text)
   if (local) {
     const [, date, hm, sec, ms] = local
     const iso = `${date}T${hm ?? '00:00'}:${sec ?? '00'}.${(ms ?? '0').padEnd(3, '0')}Z`
-    const at = Date.parse(iso)
-    if (Number.isNaN(at)) return undefined
-    if (!upper || ms !== undefined) return at
-    if (sec !== undefined) return at + 999
-    return at + (hm !== undefined ? 60_000 : 86_400_000) - 1
+    const wall = Date.parse(iso)
+    // Date.parse rolls 2026-02-30 over into March: only a real calendar date counts.
+    if (Number.isNaN(wall) || new Date(wall).toISOString().slice(0, 10) !== date) return undefined
+    let end = wall
+    if (upper && ms === undefined)
+      end = wall + (sec !== undefined ? 1000 : hm !== undefined ? 60_000 : 86_400_000)
+    const at = (w: number) => (zone === undefined ? w : zonedToInstant(zone, w))
+    return end === wall ? at(wall) : at(end) - 1
   }
   if (!/^\d{4}-\d{2}-\d{2}T/.test(text)) return undefined
   const at = Date.parse(text)
   return Number.isNaN(at) ? undefined : at
 }
 
-/** Turns query-string values into a filter; unknown parameters are ignored. */
-export function parseEventFilter(query: Record<string, unknown>): {
+export interface LogsQuery {
   filter: EventFilter
+  /** The cursor ids and page length of the log page (the exports read every page). */
+  page: { before?: number; after?: number; limit: number; limitGiven: boolean }
+  /** The viewer's zone, when the page's script sent one. */
+  zone?: string
+  /** Every refused parameter, each named; nothing is listed or downloaded while there are any. */
   errors: FieldError[]
-} {
+}
+
+const CURSOR = /^\d{1,15}$/
+
+/**
+ * Turns the query string of /logs/ or an export into a filter and a page position, listing every
+ * bad parameter. Unknown parameters are ignored (and for an export, the page's own ones too).
+ */
+export function parseLogsQuery(query: QueryValues, what: 'page' | 'export' = 'page'): LogsQuery {
   const filter: EventFilter = {}
   const errors: FieldError[] = []
-  const service = single(query.service)
+  const text = (name: LogsParameter, max: number): string | undefined => {
+    const { value, error } = textParameter(query, name, max)
+    if (error) errors.push(error)
+    return value
+  }
+  const service = text('service', LIMITS.service)
   if (service) filter.service = service
-  const environment = single(query.environment)
+  const environment = text('environment', LIMITS.environment)
   if (environment) filter.environment = environment
-  const version = single(query.version)
-  if (version) filter.version = version
-  const status = single(query.status)
+  const status = text('status', SHORT_TEXT)
   if (status) {
     const canonical = canonicalStatus(status)
     if (canonical) filter.status = canonical
     else errors.push({ field: 'status', message: STATUS_CHOICES })
   }
-  for (const bound of ['from', 'to'] as const) {
-    const text = single(query[bound])
-    if (!text) continue
-    const at = parseTimeBound(text, bound === 'to')
-    if (at === undefined)
-      errors.push({ field: bound, message: `${bound} must be a date and time, e.g. 2026-11-21T14:30` })
-    else filter[bound] = at
+  const version = text('version', LIMITS.version)
+  if (version) filter.version = version
+
+  const zoneName = text(ZONE_FIELD, SHORT_TEXT)
+  const zone = zoneName === undefined ? undefined : knownZone(zoneName)
+  if (zoneName !== undefined && zone === undefined) {
+    errors.push({
+      field: ZONE_FIELD,
+      message: `${ZONE_FIELD} must be a time zone name such as Europe/Berlin`,
+    })
   }
-  return { filter, errors }
+  for (const bound of ['from', 'to'] as const) {
+    const value = text(bound, SHORT_TEXT)
+    if (!value) continue
+    const at = parseTimeBound(value, bound === 'to', zone)
+    if (at === undefined) {
+      errors.push({ field: bound, message: `${bound} must be a date and time, e.g. 2026-11-21T14:30` })
+    } else filter[bound] = at
+  }
+  if (filter.from !== undefined && filter.to !== undefined && filter.from > filter.to) {
+    errors.push({ field: 'to', message: 'to must not be before from' })
+  }
+
+  const page: LogsQuery['page'] = { limit: PAGE_SIZE, limitGiven: false }
+  // An export reads every page: these mean nothing to it and are ignored there, like unknown ones.
+  if (what === 'export') return { filter, page, ...(zone === undefined ? {} : { zone }), errors }
+  for (const name of ['before', 'after'] as const) {
+    const value = text(name, SHORT_TEXT)
+    if (value === undefined) continue
+    if (CURSOR.test(value)) page[name] = Number(value)
+    else errors.push({ field: name, message: `${name} must be an event id (a whole number)` })
+  }
+  const limit = text('limit', SHORT_TEXT)
+  if (limit !== undefined) {
+    const n = CURSOR.test(limit) ? Number(limit) : Number.NaN
+    if (n >= 1 && n <= MAX_PAGE_SIZE) {
+      page.limit = n
+      page.limitGiven = true
+    } else errors.push({ field: 'limit', message: `limit must be a whole number from 1 to ${MAX_PAGE_SIZE}` })
+  }
+  return { filter, page, ...(zone === undefined ? {} : { zone }), errors }
 }
 
 /** The filter as query-string pairs, so links (pages, downloads) carry it along. */
@@ -177,10 +319,13 @@ export async function planEventQuery(
   dialect: DialectName,
   accountId: number,
   filter: EventFilter,
+  known?: AccountNames,
 ): Promise<EventQueryPlan> {
   const where: RawBuilder<unknown>[] = [sql`events.account_id = ${accountId}`]
-  if (filter.service) where.push(sql`events.service = ${filter.service}`)
-  if (filter.environment) where.push(sql`events.environment = ${filter.environment}`)
+  for (const column of NAME_COLUMNS) {
+    const needle = filter[column]
+    if (needle) where.push(nameIn(column, await namesLike(db, accountId, column, needle, known)))
+  }
   if (filter.status) where.push(sql`events.status = ${filter.status}`)
   if (filter.from !== undefined) where.push(sql`events.received_at >= ${filter.from}`)
   if (filter.to !== undefined) where.push(sql`events.received_at <= ${filter.to}`)
@@ -340,8 +485,9 @@ export async function listEventPage(
   filter: EventFilter,
   cursor: { before?: number; after?: number },
   limit: number,
+  known?: AccountNames,
 ): Promise<EventPage> {
-  const plan = await planEventQuery(db, dialect, accountId, filter)
+  const plan = await planEventQuery(db, dialect, accountId, filter, known)
   const read = async (after: Position | undefined, towards: 'older' | 'newer', n: number) => {
     const rows: EventRow[] = []
     for (const part of towards === 'older' ? plan.parts : [...plan.parts].reverse()) {
@@ -386,19 +532,128 @@ export async function listEventPage(
   }
 }
 
-/** Distinct recent services and environments, to suggest in the filter fields. */
-export async function recentNames(
+/**
+ * One rule for names everywhere: two service (or environment) names are the same to a filter when
+ * they are equal after lower-casing with the Unicode default mapping, exactly as JavaScript's
+ * toLowerCase() does (so "ÄPP" finds "äpp", and "İ" finds "i̇", i with a dot above, but not "i").
+ * It is applied here, in one place, to the account's distinct names, rather than by each database:
+ * PostgreSQL's lower() follows the database's locale (ASCII only under C, "İ" to "i" under libc),
+ * and an index on SQLite's casefold() would make every write to events need that function, which
+ * only Shiplog's own connections register (the bench seeder, the sqlite3 shell, a backup restored
+ * elsewhere would fail to insert or delete).
+ */
+export function sameName(a: string, b: string): boolean {
+  return a === b || casefold(a) === casefold(b)
+}
+
+const NAME_COLUMNS = ['service', 'environment'] as const
+type NameColumn = (typeof NAME_COLUMNS)[number]
+
+/**
+ * Every distinct name of the account in a column, in binary order, read by a loose index scan: one
+ * seek on the (account_id, column, id) index per name, so the cost follows the number of names, not
+ * of events.
+ */
+export async function distinctNames(
   db: Kysely<DB>,
   accountId: number,
-): Promise<{ services: string[]; environments: string[] }> {
-  const recent = await db
+  column: NameColumn,
+): Promise<string[]> {
+  const col = sql.ref(`events.${column}`)
+  const { rows } = await sql<{ name: string }>`with recursive names(name) as (
+      select min(${col}) from events where events.account_id = ${accountId}
+      union all
+      select (select min(${col}) from events where events.account_id = ${accountId} and ${col} > names.name)
+        from names where names.name is not null
+    ) select name from names where name is not null`.execute(db)
+  return rows.map((r) => r.name)
+}
+
+/**
+ * The account's names in this column that a filter for `needle` matches (sameName), from the names
+ * the page already read when that list was whole.
+ */
+async function namesLike(
+  db: Kysely<DB>,
+  accountId: number,
+  column: NameColumn,
+  needle: string,
+  known?: AccountNames,
+): Promise<string[]> {
+  const names = known?.complete[column] ? known[column] : await distinctNames(db, accountId, column)
+  return names.filter((name) => sameName(name, needle))
+}
+
+/**
+ * The condition for one name column. Nearly always one name matches, and equality keeps the
+ * (account_id, column, id) index serving order and keyset; several spellings of one name (App1 and
+ * APP1) become an IN list.
+ */
+function nameIn(column: NameColumn, names: string[]): RawBuilder<unknown> {
+  const col = sql.ref(`events.${column}`)
+  const [only] = names
+  if (only === undefined) return sql`1 = 0`
+  if (names.length === 1) return sql`${col} = ${only}`
+  return sql`${col} in (${sql.join(names)})`
+}
+
+/** How many names of each kind the filter fields suggest (a <datalist> of every known name). */
+const SUGGESTED_NAMES = 500
+
+/** The account's services and environments (at most SUGGESTED_NAMES each), in binary order. */
+export interface AccountNames {
+  service: string[]
+  environment: string[]
+  /** Whether the list holds every name of the account, so a filter can be resolved from it. */
+  complete: Record<NameColumn, boolean>
+}
+
+/**
+ * Both lists of names in one statement (one round trip, one plan): the page suggests them, and its
+ * filter resolves from them (listEventPage's `known`) instead of reading them again.
+ */
+export async function accountNames(db: Kysely<DB>, accountId: number): Promise<AccountNames> {
+  const scan = (column: NameColumn, cte: string) => {
+    const col = sql.ref(`events.${column}`)
+    const self = sql.table(cte)
+    return sql`${self}(name) as (
+      select min(${col}) from events where events.account_id = ${accountId}
+      union all
+      select (select min(${col}) from events where events.account_id = ${accountId} and ${col} > ${self}.name)
+        from ${self} where ${self}.name is not null)`
+  }
+  const { rows } = await sql<{ kind: NameColumn; name: string }>`with recursive
+      ${scan('service', 'service_names')}, ${scan('environment', 'environment_names')}
+    select 'service' as kind, name from (
+      select name from service_names where name is not null limit ${SUGGESTED_NAMES + 1}) as s
+    union all
+    select 'environment' as kind, name from (
+      select name from environment_names where name is not null limit ${SUGGESTED_NAMES + 1}) as e`.execute(
+    db,
+  )
+  const names: AccountNames = { service: [], environment: [], complete: { service: true, environment: true } }
+  for (const row of rows) names[row.kind].push(row.name)
+  for (const column of NAME_COLUMNS) {
+    if (names[column].length > SUGGESTED_NAMES) {
+      names[column] = names[column].slice(0, SUGGESTED_NAMES)
+      names.complete[column] = false
+    }
+  }
+  return names
+}
+
+/** Names as people read them, for the suggestions. */
+export function byName(a: string, b: string): number {
+  return a.localeCompare(b)
+}
+
+/** Whether the account has any event at all (an empty log then shows how to send the first one). */
+export async function anyEvent(db: Kysely<DB>, accountId: number): Promise<boolean> {
+  const row = await db
     .selectFrom('events')
-    .select(['service', 'environment'])
+    .select('id')
     .where('account_id', '=', accountId)
-    .orderBy('id', 'desc')
-    .limit(1000)
-    .execute()
-  const services = [...new Set(recent.map((r) => r.service))].sort((a, b) => a.localeCompare(b))
-  const environments = [...new Set(recent.map((r) => r.environment))].sort((a, b) => a.localeCompare(b))
-  return { services, environments }
+    .limit(1)
+    .executeTakeFirst()
+  return row !== undefined
 }

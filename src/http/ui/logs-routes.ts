@@ -1,36 +1,72 @@
 // The /logs/ page and its CSV and JSON downloads, always within the viewer's account.
 import { Readable } from 'node:stream'
-import type { FastifyPluginAsync, FastifyRequest } from 'fastify'
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
+import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify'
+import { type Static, Type } from 'typebox'
+import type { FieldError } from '../../domain/events/event.js'
 import { exportEvents } from '../../domain/events/export.js'
 import {
-  type EventFilter,
+  accountNames,
+  anyEvent,
+  byName,
   FILTER_FIELDS,
   filterToQuery,
+  type LogsQuery,
   listEventPage,
-  parseEventFilter,
-  recentNames,
+  parseLogsQuery,
 } from '../../domain/events/queries.js'
 import { VersionIndexer } from '../../domain/events/version-index.js'
+import { errorPage } from '../../views/auth-pages.js'
 import { logsPage } from '../../views/logs-page.js'
-import { HttpProblem } from '../problem.js'
+import { HttpProblem, sendProblem } from '../problem.js'
 import type { UiContext } from './context.js'
 
-const PAGE_SIZE = 50
-const MAX_PAGE_SIZE = 500
-
-type Query = Record<string, string | string[] | undefined>
+/**
+ * The query string of /logs/ and its exports: each parameter text, or a list when it was repeated
+ * (parseLogsQuery refuses those, naming them). Other parameters are allowed and ignored. The shape
+ * alone is checked here; the rules (characters, lengths, dates) are the domain's, so that every bad
+ * parameter is listed at once, in the page's own error display or the export's 422.
+ */
+const QueryValue = Type.Optional(Type.Union([Type.String(), Type.Array(Type.String())]))
+const LogsQuerySchema = Type.Object(
+  {
+    service: QueryValue,
+    environment: QueryValue,
+    status: QueryValue,
+    version: QueryValue,
+    from: QueryValue,
+    to: QueryValue,
+    tz: QueryValue,
+    before: QueryValue,
+    after: QueryValue,
+    limit: QueryValue,
+  },
+  { additionalProperties: true },
+)
+type LogsQueryString = Static<typeof LogsQuerySchema>
 
 function queryString(pairs: Record<string, string>): string {
   const qs = new URLSearchParams(pairs).toString()
   return qs ? `?${qs}` : ''
 }
 
-function cursor(value: unknown): number | undefined {
-  return typeof value === 'string' && /^\d{1,15}$/.test(value) ? Number(value) : undefined
+/** The query as parsed, or (should Fastify's own check ever refuse it) each refused parameter. */
+function readQuery(
+  request: Pick<FastifyRequest, 'validationError'> & { query: LogsQueryString },
+  what: 'page' | 'export',
+): LogsQuery {
+  if (request.validationError) {
+    const errors: FieldError[] = request.validationError.validation.map((v: { instancePath: string }) => {
+      const field = v.instancePath.replace(/^\//, '') || 'query'
+      return { field, message: `${field} is not valid here` }
+    })
+    return { filter: {}, page: { limit: 1, limitGiven: false }, errors }
+  }
+  return parseLogsQuery(request.query, what)
 }
 
 /** The filter as the user typed it, to put back into the form. */
-function formValues(query: Query): Record<string, string> {
+function formValues(query: LogsQueryString): Record<string, string> {
   const form: Record<string, string> = {}
   for (const name of FILTER_FIELDS) {
     const v = query[name]
@@ -44,7 +80,33 @@ function exportFilename(extension: 'csv' | 'json'): string {
   return `shiplog-events-${stamp}.${extension}`
 }
 
-export const logsRoutes: FastifyPluginAsync<UiContext> = async (app, ctx) => {
+/**
+ * The export's answer to a bad query string: 422 listing each bad parameter, as problem+json for
+ * programs, and as a page (with the navigation and Log out) for a person whose browser followed
+ * an edited link, like the 404 answer.
+ */
+function invalidFilter(
+  ctx: UiContext,
+  request: FastifyRequest,
+  reply: FastifyReply,
+  errors: FieldError[],
+): FastifyReply {
+  const detail = errors.map((e) => `${e.message}.`).join(' ')
+  if (/\btext\/html\b/.test(request.headers.accept ?? '')) {
+    const page = errorPage({
+      status: 422,
+      title: 'Invalid filter',
+      detail,
+      user: request.user,
+      csrfToken: reply.generateCsrf(),
+    })
+    return ctx.page(reply, page, 422)
+  }
+  return sendProblem(reply, new HttpProblem(422, 'invalid-filter', 'Invalid filter', detail, { errors }))
+}
+
+export const logsRoutes: FastifyPluginAsync<UiContext> = async (plain, ctx) => {
+  const app = plain.withTypeProvider<TypeBoxTypeProvider>()
   const { db } = ctx.database
   const dialect = ctx.database.dialect
 
@@ -60,83 +122,70 @@ export const logsRoutes: FastifyPluginAsync<UiContext> = async (app, ctx) => {
     return reply.redirect(`/logs/${q === -1 ? '' : request.url.slice(q)}`, 301)
   })
 
-  app.get('/logs/', async (request, reply) => {
+  const schema = { querystring: LogsQuerySchema }
+
+  app.get('/logs/', { schema, attachValidation: true }, async (request, reply) => {
     const user = ctx.requireUser(request, reply)
     if (!user) return reply
-    const query = request.query as Query
-    const { filter, errors } = parseEventFilter(query)
-    const requested = cursor(query.limit)
-    const limit = Math.min(Math.max(requested ?? PAGE_SIZE, 1), MAX_PAGE_SIZE)
+    const { filter, page: position, errors } = readQuery(request, 'page')
+    const names = await accountNames(db, user.accountId)
+    const suggestions = {
+      services: [...names.service].sort(byName),
+      environments: [...names.environment].sort(byName),
+    }
+    const common = {
+      user,
+      csrfToken: reply.generateCsrf(),
+      form: formValues(request.query),
+      suggestions,
+      baseUrl: ctx.baseUrl(request),
+    }
+    if (errors.length > 0) {
+      // Nothing but the errors: a list under them would look like the filter's result.
+      return ctx.page(reply, logsPage({ ...common, filter: {}, errors, listing: null }), 422)
+    }
+    const { limit } = position
     const page = await listEventPage(
       db,
       dialect,
       user.accountId,
       filter,
-      { before: cursor(query.before), after: cursor(query.after) },
+      { before: position.before, after: position.after },
       limit,
+      names,
     )
     const filterQuery = filterToQuery(filter)
-    const limitQuery: Record<string, string> = requested ? { limit: String(limit) } : {}
-    const [suggestions, anyEvent] = await Promise.all([
-      recentNames(db, user.accountId),
-      page.rows.length > 0
-        ? Promise.resolve(true)
-        : db
-            .selectFrom('events')
-            .select('id')
-            .where('account_id', '=', user.accountId)
-            .limit(1)
-            .executeTakeFirst()
-            .then(Boolean),
-    ])
+    const limitQuery: Record<string, string> = position.limitGiven ? { limit: String(limit) } : {}
     return ctx.page(
       reply,
       logsPage({
-        user,
-        csrfToken: reply.generateCsrf(),
+        ...common,
         filter,
-        form: formValues(query),
-        errors: errors.map((e) => `${e.message}.`),
-        rows: page.rows,
-        olderHref:
-          page.olderCursor === null
-            ? null
-            : `/logs/${queryString({ ...filterQuery, ...limitQuery, before: String(page.olderCursor) })}`,
-        newerHref:
-          page.newerCursor === null
-            ? null
-            : `/logs/${queryString({ ...filterQuery, ...limitQuery, after: String(page.newerCursor) })}`,
-        csvHref: `/logs/export.csv${queryString(filterQuery)}`,
-        jsonHref: `/logs/export.json${queryString(filterQuery)}`,
-        suggestions,
-        accountIsEmpty: !anyEvent,
-        baseUrl: ctx.baseUrl(request),
+        errors: [],
+        listing: {
+          rows: page.rows,
+          olderHref:
+            page.olderCursor === null
+              ? null
+              : `/logs/${queryString({ ...filterQuery, ...limitQuery, before: String(page.olderCursor) })}`,
+          newerHref:
+            page.newerCursor === null
+              ? null
+              : `/logs/${queryString({ ...filterQuery, ...limitQuery, after: String(page.newerCursor) })}`,
+          csvHref: `/logs/export.csv${queryString(filterQuery)}`,
+          jsonHref: `/logs/export.json${queryString(filterQuery)}`,
+          accountIsEmpty: page.rows.length === 0 && !(await anyEvent(db, user.accountId)),
+        },
       }),
-      errors.length > 0 ? 400 : 200,
     )
   })
 
-  const exportFilter = (request: FastifyRequest): EventFilter => {
-    const { filter, errors } = parseEventFilter(request.query as Query)
-    if (errors.length > 0) {
-      throw new HttpProblem(
-        400,
-        'invalid-filter',
-        'Invalid filter',
-        errors.map((e) => e.message).join('; '),
-        {
-          errors,
-        },
-      )
-    }
-    return filter
-  }
-
   for (const format of ['csv', 'json'] as const) {
-    app.get(`/logs/export.${format}`, async (request, reply) => {
+    app.get(`/logs/export.${format}`, { schema, attachValidation: true }, async (request, reply) => {
       const user = ctx.requireUser(request, reply)
       if (!user) return reply
-      const filter = exportFilter(request)
+      const { filter, errors } = readQuery(request, 'export')
+      if (errors.length > 0) return invalidFilter(ctx, request, reply, errors)
       const chunks = exportEvents(ctx.database, user.accountId, filter, format)
       // The first step reads the first chunk: a database error is still an error answer here, not
       // a download cut short.
