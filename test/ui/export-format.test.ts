@@ -8,7 +8,7 @@ import {
   eventToCsvLine,
   eventToJson,
   exportEvents,
-} from '../../src/domain/events/export.js'
+} from '../../src/domain/events/export/index.js'
 import type { EventFilter } from '../../src/domain/events/queries.js'
 import { buildTestApp, type TestApp } from '../helper.js'
 import { type EventSeed, insertEvents, SEED_EPOCH, userSession } from '../support/ui.js'

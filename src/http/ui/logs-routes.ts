@@ -1,7 +1,7 @@
 // The /logs/ page and its CSV and JSON downloads, always within the viewer's account.
 import { Readable } from 'node:stream'
 import type { FastifyPluginAsync, FastifyRequest } from 'fastify'
-import { exportEvents } from '../../domain/events/export.js'
+import { exportEvents } from '../../domain/events/export/index.js'
 import {
   type EventFilter,
   FILTER_FIELDS,
