@@ -1,18 +1,38 @@
-// The CSV cell rule exists once: the byte writer and SQLite's cell expression write exactly what csvCell writes.
+// The CSV cell rule exists once: the byte writers write exactly what csvCell writes, and binary COPY reads right.
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
-import SqliteDatabase from 'better-sqlite3'
 import fc from 'fast-check'
 import { BINARY_COPY_SIGNATURE, BinaryCopyReader } from '../../src/db/copy-binary.js'
-import { csvCellBytes } from '../../src/domain/events/export/bytes.js'
+import {
+  csvCellBytes,
+  csvCellsFromSeparated,
+  plainCsvCellsInPlace,
+} from '../../src/domain/events/export/bytes.js'
 import { csvCell } from '../../src/domain/events/export/format.js'
-import { sqliteCsvCell } from '../../src/domain/events/export/sqlite.js'
 
 /** Text built from what the rule looks at (quotes, commas, line breaks, formula starts) and anything else. */
 const cellText = fc
   .array(
     fc.oneof(
-      fc.constantFrom('"', '""', ',', '\r', '\n', '\r\n', '=', '+', '-', '@', '\t', "'", ' ', 'a', '1', '\\'),
+      fc.constantFrom(
+        '"',
+        '""',
+        ',',
+        '\r',
+        '\n',
+        '\r\n',
+        '=',
+        '+',
+        '-',
+        '@',
+        '\t',
+        "'",
+        ' ',
+        'a',
+        '1',
+        '\\',
+        '\u001f',
+      ),
       fc.string({ unit: 'binary', maxLength: 3 }),
     ),
     { maxLength: 8 },
@@ -36,16 +56,48 @@ test('csvCellBytes writes the UTF-8 of csvCell, for any text, wherever the value
   )
 })
 
-test("SQLite's cell expression, generated from the rule, gives csvCell's cell for any text and for NULL", (t) => {
-  const sqlite = new SqliteDatabase(':memory:')
-  t.after(() => sqlite.close())
-  const cell = sqlite.prepare(`select ${sqliteCsvCell('v')} as cell from (select ? as v)`).pluck()
-  assert.equal(cell.get(null), csvCell(null))
+test('csvCellsFromSeparated writes csvCell of each value, comma-joined, and refuses a split it cannot be sure of', () => {
+  const SEPARATOR = '\u001f'
   fc.assert(
-    fc.property(cellText, (value) => {
-      assert.equal(cell.get(value), csvCell(value))
-    }),
-    { numRuns: 2000 },
+    fc.property(
+      fc.array(cellText, { minLength: 1, maxLength: 12 }),
+      fc.integer({ min: 1, max: 12 }),
+      (values, cells) => {
+        const joined = values.join(SEPARATOR)
+        const pieces = joined.split(SEPARATOR)
+        const source = Buffer.from(joined, 'utf8')
+        const out = Buffer.alloc(2 * source.length + 3 * pieces.length)
+        const written = csvCellsFromSeparated(source, 0, source.length, 0x1f, cells, out, 0)
+        // The bytes split into exactly `cells` values, or the answer is -1.
+        if (pieces.length === cells) {
+          assert.equal(out.subarray(0, written).toString('utf8'), pieces.map(csvCell).join(','))
+        } else {
+          assert.equal(written, -1)
+        }
+        // So `cells` values of which one holds the separator are never misread as other values.
+        if (values.length === cells && values.some((v) => v.includes(SEPARATOR))) assert.equal(written, -1)
+      },
+    ),
+    { numRuns: 3000 },
+  )
+})
+
+test('plainCsvCellsInPlace says yes exactly when csvCell leaves every value as it is, and then writes the cells', () => {
+  const SEPARATOR = '\u001f'
+  fc.assert(
+    fc.property(
+      fc.array(fc.oneof(cellText, fc.constantFrom('a', 'b c', '', 'é😀')), { minLength: 1, maxLength: 12 }),
+      fc.integer({ min: 1, max: 12 }),
+      (values, cells) => {
+        const joined = values.join(SEPARATOR)
+        const pieces = joined.split(SEPARATOR)
+        const buffer = Buffer.from(joined, 'utf8')
+        const plain = plainCsvCellsInPlace(buffer, 0, buffer.length, 0x1f, cells)
+        assert.equal(plain, pieces.length === cells && pieces.every((p) => csvCell(p) === p))
+        if (plain) assert.equal(buffer.toString('utf8'), pieces.map(csvCell).join(','))
+      },
+    ),
+    { numRuns: 3000 },
   )
 })
 

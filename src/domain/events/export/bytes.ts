@@ -170,6 +170,63 @@ export function csvCellBytes(source: Buffer, start: number, end: number, out: Bu
   return pos
 }
 
+/**
+ * `cells` CSV cells joined by commas, as csvCell writes each, from UTF-8 bytes that hold their values
+ * joined by `separator` (an ASCII byte). Returns the new position, or -1 when the bytes do not hold
+ * exactly `cells` values: then a value held the separator itself, the split would be a guess, and
+ * what was written must be thrown away. Room needed: twice the length plus three per cell.
+ */
+export function csvCellsFromSeparated(
+  source: Buffer,
+  start: number,
+  end: number,
+  separator: number,
+  cells: number,
+  out: Buffer,
+  at: number,
+): number {
+  let pos = at
+  let cellStart = start
+  let count = 0
+  for (let i = start; i <= end; i++) {
+    if (i < end && source[i] !== separator) continue
+    if (++count > cells) return -1
+    if (count > 1) out[pos++] = COMMA
+    pos = csvCellBytes(source, cellStart, i, out, pos)
+    cellStart = i + 1
+  }
+  return count === cells ? pos : -1
+}
+
+/**
+ * csvCellsFromSeparated's common case, done in place: when the bytes hold exactly `cells` values and
+ * csvCell leaves every one as it is (no quote, comma or line break, no formula start), turns each
+ * separator into a comma and returns true. Otherwise returns false, and the bytes are garbage: the
+ * caller writes the values again and escapes them.
+ */
+export function plainCsvCellsInPlace(
+  buffer: Buffer,
+  start: number,
+  end: number,
+  separator: number,
+  cells: number,
+): boolean {
+  if (end > start && FORMULA_START[buffer[start] as number] === 1) return false
+  let count = 1
+  for (let i = start; i < end; i++) {
+    const b = buffer[i] as number
+    if (b === separator) {
+      if (++count > cells) return false
+      buffer[i] = COMMA
+      // The next value's first byte (or the next separator, or the end, for an empty value).
+      if (i + 1 < end && FORMULA_START[buffer[i + 1] as number] === 1) return false
+    } else if (NEEDS_QUOTES[b] === 1) {
+      return false
+    }
+  }
+  return count === cells
+}
+
 /** The bytes of a text value as JSON.stringify writes it, from its UTF-8 bytes. */
 export function jsonStringBytes(source: Buffer, start: number, end: number, out: Buffer, at: number): number {
   for (let i = start; i < end; i++) {

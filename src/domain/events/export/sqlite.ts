@@ -1,7 +1,8 @@
-// The SQLite side of the exports: SQLite makes each record's cells, and chunks of records become bytes here.
+// The SQLite side of the exports: SQLite reads each record as one string, and chunks of records become bytes here.
 import { setImmediate as nextTurn } from 'node:timers/promises'
 import { sql } from 'kysely'
 import type { SqliteHandle } from '../../../db/connect.js'
+import type { EventRow } from '../../../db/schema.js'
 import type { EventQueryPlan, Position } from '../queries.js'
 import { selectEvents } from '../queries.js'
 import {
@@ -9,7 +10,9 @@ import {
   COMMA,
   CR,
   copyBytes,
+  csvCellsFromSeparated,
   LF,
+  plainCsvCellsInPlace,
   QUOTE,
   writeCsvInteger,
   writeCsvTime,
@@ -17,13 +20,7 @@ import {
   writeIsoTime,
   writeText,
 } from './bytes.js'
-import {
-  CSV_FORMULA_GUARD,
-  CSV_FORMULA_STARTS,
-  CSV_QUOTE,
-  CSV_QUOTE_TRIGGERS,
-  type ExportFormat,
-} from './format.js'
+import { type ExportFormat, eventToCsvLine } from './format.js'
 
 /**
  * Rows per chunk. Each chunk is one statement run to completion (a read transaction of a couple of
@@ -32,29 +29,6 @@ import {
  * promoted and the heap, and the server's memory, grew over a long export.
  */
 export const SQLITE_CHUNK_ROWS = 1000
-
-/** A one-character SQL string, as char(n): no quoting to get wrong, control characters included. */
-function sqlChar(character: string): string {
-  return `char(${character.charCodeAt(0)})`
-}
-
-/**
- * The CSV cell of a text column as csvCell writes it, as one SQLite expression made from the same
- * rule (format.ts). Every cell of a record is made this way, so the record SQLite joins is exact by
- * construction: no cell is taken on trust.
- */
-export function sqliteCsvCell(column: string): string {
-  const quoted = CSV_QUOTE_TRIGGERS.map((c) => `instr(${column}, ${sqlChar(c)})`).join(' or ')
-  const formula = `unicode(${column}) in (${CSV_FORMULA_STARTS.map((c) => c.charCodeAt(0)).join(', ')})`
-  const quote = sqlChar(CSV_QUOTE)
-  const guard = sqlChar(CSV_FORMULA_GUARD)
-  return (
-    `(case when ${column} is null then '' ` +
-    `when ${quoted} then ${quote} || iif(${formula}, ${guard}, '') || replace(${column}, ${quote}, ${quote} || ${quote}) || ${quote} ` +
-    `when ${formula} then ${guard} || ${column} ` +
-    `else ${column} end)`
-  )
-}
 
 /** The ten text columns after id and received_at, in export order. */
 const SQLITE_TEXT_COLUMNS = [
@@ -71,11 +45,25 @@ const SQLITE_TEXT_COLUMNS = [
 ]
 
 /**
- * What SQLite selects for a CSV record: id, received_at, and the other ten cells joined by commas.
- * One string a row costs a fraction of one value per cell (better-sqlite3 pays per value).
+ * What joins a record's values in SQLite: U+001F (unit separator), a control character, which
+ * ingest refuses in every field. Should a stored value hold one all the same, the record has more
+ * separators than its ten values do, and it is read again value by value (see sqliteCsvChunk).
+ */
+const SEPARATOR = 0x1f
+
+/**
+ * What SQLite selects for a CSV record: id, received_at, and the other ten values (NULL as empty,
+ * which is its CSV cell) joined by SEPARATOR. One string a row costs a fraction of one value per
+ * cell (better-sqlite3 pays per value), and SQLite only concatenates: escaping each cell in SQL took
+ * it some sixty function calls a row, more than doubling the export's CPU time. The cells are
+ * escaped from the bytes here, by the writer the PostgreSQL export uses.
  */
 const SQLITE_CSV_COLUMNS = sql.raw(
-  ['events.id', 'events.received_at', SQLITE_TEXT_COLUMNS.map(sqliteCsvCell).join(" || ',' || ")].join(', '),
+  [
+    'events.id',
+    'events.received_at',
+    SQLITE_TEXT_COLUMNS.map((column) => `ifnull(${column}, '')`).join(` || char(${SEPARATOR}) || `),
+  ].join(', '),
 )
 
 /**
@@ -93,25 +81,54 @@ const SQLITE_JSON_COLUMNS = sql.raw(
   ].join(', '),
 )
 
-type CsvRow = [id: number, receivedAt: number, cells: string]
+type CsvRow = [id: number, receivedAt: number, values: string]
 type JsonRow = [id: number, receivedAt: number, object: string]
 
-function sqliteCsvChunk(rows: CsvRow[]): Buffer {
+/** Each escaped record's values as UTF-8, reused (a record is written before the next one is read). */
+let valueBytes = Buffer.allocUnsafe(4096)
+
+function sqliteCsvChunk(database: SqliteHandle, rows: CsvRow[]): Buffer {
   const chunk = new ChunkBytes(rows.length * 256)
-  for (const [id, receivedAt, cells] of rows) {
+  for (const [id, receivedAt, values] of rows) {
     // UTF-8 takes at most three bytes per UTF-16 unit; id, time and separators fit in 64.
-    chunk.reserve(cells.length * 3 + 64)
-    const out = chunk.buffer
+    chunk.reserve(values.length * 3 + 64)
+    let out = chunk.buffer
     let pos = writeCsvInteger(out, chunk.length, id)
     out[pos++] = COMMA
     pos = writeCsvTime(out, pos, receivedAt)
     out[pos++] = COMMA
-    pos = writeText(out, pos, cells)
+    // Most records need no escaping: their bytes, separators made commas, are the cells.
+    const end = writeText(out, pos, values)
+    if (plainCsvCellsInPlace(out, pos, end, SEPARATOR, SQLITE_TEXT_COLUMNS.length)) {
+      pos = end
+    } else {
+      if (values.length * 3 > valueBytes.length) valueBytes = Buffer.allocUnsafe(values.length * 3)
+      const length = valueBytes.write(values, 0)
+      // Escaping at most doubles a value and adds three bytes; then CR LF.
+      chunk.reserve(pos - chunk.length + length * 2 + 3 * SQLITE_TEXT_COLUMNS.length + 2)
+      out = chunk.buffer
+      pos = csvCellsFromSeparated(valueBytes, 0, length, SEPARATOR, SQLITE_TEXT_COLUMNS.length, out, pos)
+    }
+    if (pos < 0) {
+      // A value holds the separator: this record the plain way, from its row.
+      const row = eventRow(database, id)
+      if (row) {
+        const line = eventToCsvLine(row)
+        chunk.reserve(line.length * 3)
+        chunk.length = writeText(chunk.buffer, chunk.length, line)
+      }
+      continue
+    }
     out[pos++] = CR
     out[pos++] = LF
     chunk.length = pos
   }
   return chunk.take()
+}
+
+/** One event, or undefined when it was deleted since its chunk was read (it is then left out, as if deleted just before). */
+function eventRow(database: SqliteHandle, id: number): EventRow | undefined {
+  return database.prepare('select * from events where id = ?').get(id) as EventRow | undefined
 }
 
 const JSON_ID = Buffer.from('{"id":', 'latin1')
@@ -162,7 +179,7 @@ export async function* sqliteChunks(
       const full = rows.length === chunkRows
       const bytes =
         format === 'csv'
-          ? sqliteCsvChunk(rows as CsvRow[])
+          ? sqliteCsvChunk(database, rows as CsvRow[])
           : sqliteJsonChunk(rows as JsonRow[], after === undefined)
       after = { id: last[0], receivedAt: last[1] }
       // The rows are not needed while the chunk is sent.
