@@ -5,10 +5,11 @@ import { EXPORT_COLUMNS, toPublicEvent } from '../event.js'
 export type ExportFormat = 'csv' | 'json'
 
 /*
- * The CSV cell rule, stated once. csvCell below applies it to a string; the byte writer
- * (csvCellBytes) and SQLite's cell expression (sqliteCsvCell) are built from these lists, and the
- * tests hold both to csvCell. Every character in them is ASCII, so in UTF-8 each is one byte that
- * never occurs inside another character's encoding (the byte writer relies on it).
+ * The CSV cell rule, stated once. csvCell below applies it to a string; the byte writer (bytes.ts:
+ * csvCellBytes and the two functions over a record's separated values) builds its byte tables from
+ * these lists, and test/domain/export-cell.test.ts holds it to csvCell. Every character in them is
+ * ASCII, so in UTF-8 each is one byte that never occurs inside another character's encoding (the
+ * byte writer relies on it).
  */
 
 /** The RFC 4180 quote: a cell holding one of CSV_QUOTE_TRIGGERS is written between two, its own doubled. */
