@@ -1,17 +1,124 @@
-// The streamed exports are byte for byte what the plain formatters write, for any value and chunking.
+// The streamed exports are byte for byte SPEC §3.1 and RFC 4180, as an encoder of this test's own writes them, for any values.
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
+import { parse as parseCsvStrictly } from 'csv-parse/sync'
+import fc from 'fast-check'
 import type { EventRow, EventSource, EventStatus } from '../../src/db/schema.js'
 import {
   CSV_HEADER,
+  csvCell,
   type ExportFormat,
   eventToCsvLine,
   eventToJson,
   exportEvents,
-} from '../../src/domain/events/export.js'
+} from '../../src/domain/events/export/index.js'
 import type { EventFilter } from '../../src/domain/events/queries.js'
 import { buildTestApp, type TestApp } from '../helper.js'
 import { type EventSeed, insertEvents, SEED_EPOCH, userSession } from '../support/ui.js'
+
+// ---------------------------------------------------------------------------------------------
+// The contract, written here from SPEC §3.1 and RFC 4180 without the module under test.
+
+/** SPEC §3.1: the header, in this order. */
+const SPEC_COLUMNS = [
+  'id',
+  'received_at',
+  'service',
+  'environment',
+  'version',
+  'status',
+  'url',
+  'commit',
+  'description',
+  'deployer',
+  'source',
+  'api_key_name',
+] as const
+
+type SpecRecord = Record<(typeof SPEC_COLUMNS)[number], string | number | null>
+
+/** A stored row as the export's record: the stored column commit_sha is the key "commit". */
+function specRecord(row: EventRow): SpecRecord {
+  return {
+    id: row.id,
+    received_at: new Date(row.received_at).toISOString(),
+    service: row.service,
+    environment: row.environment,
+    version: row.version,
+    status: row.status,
+    url: row.url,
+    commit: row.commit_sha,
+    description: row.description,
+    deployer: row.deployer,
+    source: row.source,
+    api_key_name: row.api_key_name,
+  }
+}
+
+/** SPEC §3.1: a cell beginning with = + - @ tab or CR gets a leading '. */
+function specGuarded(value: string | number | null): string {
+  const text = value === null ? '' : String(value)
+  const first = text.charAt(0)
+  return first === '=' || first === '+' || first === '-' || first === '@' || first === '\t' || first === '\r'
+    ? `'${text}`
+    : text
+}
+
+/** RFC 4180 §2.6–2.7: a field holding a quote, comma, CR or LF is quoted, its quotes doubled. */
+function rfc4180Field(text: string): string {
+  let special = false
+  let doubled = ''
+  for (const c of text) {
+    if (c === '"' || c === ',' || c === '\r' || c === '\n') special = true
+    doubled += c === '"' ? '""' : c
+  }
+  return special ? `"${doubled}"` : text
+}
+
+function specCsv(rows: EventRow[]): string {
+  // RFC 4180 §2.1: every record, the last one too, ends with CRLF.
+  const line = (cells: string[]) => `${cells.join(',')}\r\n`
+  return (
+    line([...SPEC_COLUMNS]) +
+    rows
+      .map((row) => {
+        const record = specRecord(row)
+        return line(SPEC_COLUMNS.map((column) => rfc4180Field(specGuarded(record[column]))))
+      })
+      .join('')
+  )
+}
+
+/** One array; this service writes one object a line (the layout is its choice, kept stable). */
+function specJson(rows: EventRow[]): string {
+  if (rows.length === 0) return '[]\n'
+  return `[\n${rows.map((row) => JSON.stringify(specRecord(row))).join(',\n')}\n]\n`
+}
+
+function specExport(rows: EventRow[], format: ExportFormat): string {
+  return format === 'csv' ? specCsv(rows) : specJson(rows)
+}
+
+/**
+ * Reads the CSV back with csv-parse, strictly (quotes only around whole fields, every record of
+ * the header's length), and checks each cell is the stored value with the formula guard.
+ */
+function assertCellsAreValues(csv: string, rows: EventRow[]): void {
+  const records = parseCsvStrictly(csv, { record_delimiter: '\r\n', bom: false }) as string[][]
+  assert.deepEqual(records[0], [...SPEC_COLUMNS])
+  assert.equal(records.length, rows.length + 1)
+  rows.forEach((row, i) => {
+    const record = specRecord(row)
+    assert.deepEqual(
+      records[i + 1],
+      SPEC_COLUMNS.map((column) => specGuarded(record[column])),
+      `record ${i + 1}`,
+    )
+  })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Values
 
 /** Everything a cell can hold that CSV, the formula guard or JSON treat specially. */
 const CONTROL = Array.from({ length: 0x1f }, (_, i) => String.fromCharCode(i + 1))
@@ -63,7 +170,10 @@ const HOSTILE = [
 const STATUSES: EventStatus[] = ['Deployed', 'Deploying', 'Failed']
 const SOURCES: EventSource[] = ['deploy', 'put-get', 'put-post']
 
-/** Times that stress the ISO formatting: both sides of the epoch, day and year ends, odd milliseconds. */
+/**
+ * Times that stress the ISO formatting: both sides of the epoch, day and year ends, odd
+ * milliseconds, and years outside 0000–9999, whose ISO form starts with - or +.
+ */
 const TIMES = [
   0,
   -1,
@@ -78,6 +188,11 @@ const TIMES = [
   Date.UTC(2000, 1, 29, 12, 0, 0, 7),
   Date.UTC(2100, 5, 30, 1, 2, 3, 45),
   Date.UTC(9999, 11, 31, 23, 59, 59, 999),
+  Date.UTC(9999, 11, 31, 23, 59, 59, 999) + 1,
+  -62_167_219_200_000,
+  -62_167_219_200_001,
+  8_640_000_000_000_000,
+  -8_640_000_000_000_000,
 ]
 
 /** Rows that put every hostile value in every text column, nulls in between. */
@@ -110,37 +225,28 @@ async function download(
   return Buffer.concat(parts).toString('utf8')
 }
 
-/** The download as the plain formatters write it, for these rows in this order. */
-function expected(rows: EventRow[], format: ExportFormat): string {
-  if (format === 'csv') return CSV_HEADER + rows.map(eventToCsvLine).join('')
-  return rows.length === 0 ? '[]\n' : `[\n${rows.map(eventToJson).join(',\n')}\n]\n`
-}
-
 async function allRows(ctx: TestApp, byTime: boolean): Promise<EventRow[]> {
   let q = ctx.database.db.selectFrom('events').selectAll().where('account_id', '=', ctx.tenant.account.id)
   q = byTime ? q.orderBy('received_at', 'desc').orderBy('id', 'desc') : q.orderBy('id', 'desc')
   return q.execute()
 }
 
-test('CSV and JSON exports are byte for byte the plain formatters, for hostile values and odd times', async (t) => {
+// ---------------------------------------------------------------------------------------------
+// Fixed cases
+
+test('CSV and JSON exports are byte for byte the contract, for hostile values and odd times', async (t) => {
   const ctx = await buildTestApp(t)
   await insertEvents(ctx.database, ctx.tenant.account.id, hostileSeeds())
   const rows = await allRows(ctx, false)
   assert.equal(rows.length, HOSTILE.length)
   for (const format of ['csv', 'json'] as const) {
-    const want = expected(rows, format)
+    const want = specExport(rows, format)
     // One chunk, one row a chunk, and a size that leaves a short last chunk.
     for (const chunkRows of [undefined, 1, 7]) {
       assert.equal(await download(ctx, {}, format, chunkRows), want, `${format}, chunks of ${chunkRows}`)
     }
-    // Every record parses back to the values stored.
-    if (format === 'json') {
-      const parsed = JSON.parse(want) as Record<string, unknown>[]
-      assert.deepEqual(
-        parsed.map((o) => o.description),
-        rows.map((r) => r.description),
-      )
-    }
+    if (format === 'csv') assertCellsAreValues(want, rows)
+    else assert.deepEqual(JSON.parse(want), rows.map(specRecord))
   }
 })
 
@@ -183,7 +289,7 @@ test('chunked exports resume exactly after each chunk, by id and by time (ties i
       for (const chunkRows of [1, 2, 5, 13]) {
         assert.equal(
           await download(ctx, filter, format, chunkRows),
-          expected(rows, format),
+          specExport(rows, format),
           `${format} ${JSON.stringify(filter)} in chunks of ${chunkRows}`,
         )
       }
@@ -199,6 +305,121 @@ test('an export through the HTTP route streams the same bytes', async (t) => {
   for (const format of ['csv', 'json'] as const) {
     const res = await browser.get(`/logs/export.${format}`)
     assert.equal(res.statusCode, 200)
-    assert.equal(res.payload, expected(rows, format))
+    assert.equal(res.payload, specExport(rows, format))
   }
+})
+
+// ---------------------------------------------------------------------------------------------
+// Properties
+
+/**
+ * Text for one field: pieces the CSV and JSON rules look at (quotes, commas, line breaks, formula
+ * starts, backslashes, control characters) mixed with plain text and any code point. NUL is left
+ * out: PostgreSQL text cannot hold it, and ingest refuses it like every control character.
+ */
+const fieldText = fc
+  .array(
+    fc.oneof(
+      { weight: 4, arbitrary: fc.constantFrom('"', '""', ',', '\r', '\n', '\r\n', '=', '+', '-', '@', '\t') },
+      {
+        weight: 2,
+        arbitrary: fc.constantFrom(
+          "'",
+          '\\',
+          '\u0001',
+          '\u001f',
+          '\u007f',
+          '\u2028',
+          'é',
+          '😀',
+          '=SUM(',
+          ')',
+        ),
+      },
+      { weight: 3, arbitrary: fc.constantFrom('a', 'b', 'x y', '1', '2.0', 'prod') },
+      { weight: 1, arbitrary: fc.string({ unit: 'binary', maxLength: 3 }) },
+    ),
+    { maxLength: 6 },
+  )
+  .map((parts) => parts.join(''))
+  .filter((text) => text.isWellFormed() && !text.includes('\0'))
+
+const optionalText = fc.option(fieldText, { nil: null, freq: 4 })
+
+/** One row whose every text field may hold hostile text at once, so cells can try to combine. */
+const hostileSeed: fc.Arbitrary<EventSeed> = fc.record({
+  service: fieldText,
+  environment: fieldText,
+  version: fieldText,
+  status: fc.constantFrom(...STATUSES),
+  url: optionalText,
+  commit_sha: optionalText,
+  description: optionalText,
+  deployer: optionalText,
+  // The column has no CHECK (ingest sets it): the export must escape whatever it holds.
+  source: fc.oneof(
+    fc.constantFrom(...SOURCES),
+    fieldText.map((text) => text as EventSource),
+  ),
+  api_key_name: optionalText,
+  received_at: fc.oneof(
+    { weight: 4, arbitrary: fc.integer({ min: SEED_EPOCH - 86_400_000, max: SEED_EPOCH + 86_400_000 }) },
+    { weight: 1, arbitrary: fc.integer({ min: -8_640_000_000_000_000, max: 8_640_000_000_000_000 }) },
+  ),
+})
+
+test('property: any rows, hostile in several cells at once, export byte for byte as the contract says (CSV and JSON, any chunking)', async (t) => {
+  const ctx = await buildTestApp(t)
+  const accountId = ctx.tenant.account.id
+  await fc.assert(
+    fc.asyncProperty(
+      fc.array(hostileSeed, { minLength: 1, maxLength: 6 }),
+      fc.constantFrom(undefined, 1, 2, 3),
+      async (seeds, chunkRows) => {
+        await ctx.database.db.deleteFrom('events').where('account_id', '=', accountId).execute()
+        await insertEvents(ctx.database, accountId, seeds)
+        const rows = await allRows(ctx, false)
+        const csv = await download(ctx, {}, 'csv', chunkRows)
+        assert.equal(csv, specCsv(rows))
+        assertCellsAreValues(csv, rows)
+        const json = await download(ctx, {}, 'json', chunkRows)
+        assert.equal(json, specJson(rows))
+        assert.deepEqual(JSON.parse(json), rows.map(specRecord))
+      },
+    ),
+    { numRuns: 150 },
+  )
+})
+
+test("property: the module's own plain encoder (csvCell, the header, eventToCsvLine, eventToJson) is the contract", () => {
+  assert.equal(CSV_HEADER, specCsv([]))
+  fc.assert(
+    fc.property(fieldText, (text) => {
+      assert.equal(csvCell(text), rfc4180Field(specGuarded(text)))
+    }),
+    { numRuns: 1000 },
+  )
+  fc.assert(
+    fc.property(hostileSeed, fc.integer({ min: 1, max: 2 ** 40 }), (seed, id) => {
+      const row: EventRow = {
+        id,
+        account_id: 1,
+        service: seed.service ?? '',
+        environment: seed.environment ?? '',
+        version: seed.version ?? '',
+        status: seed.status ?? 'Deployed',
+        url: seed.url ?? null,
+        commit_sha: seed.commit_sha ?? null,
+        description: seed.description ?? null,
+        deployer: seed.deployer ?? null,
+        source: seed.source ?? 'deploy',
+        api_key_id: null,
+        api_key_name: seed.api_key_name ?? null,
+        received_at: seed.received_at ?? 0,
+      }
+      assert.equal(eventToCsvLine(row), specCsv([row]).slice(CSV_HEADER.length))
+      assert.equal(eventToJson(row), JSON.stringify(specRecord(row)))
+    }),
+    { numRuns: 1000 },
+  )
 })

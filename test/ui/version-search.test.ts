@@ -7,7 +7,7 @@ import { initialSchema } from '../../src/db/migrations/2026_11_21_0001_initial.j
 import { sessionsSchema } from '../../src/db/migrations/2026_11_22_0002_sessions.js'
 import { versionSearchIndex } from '../../src/db/migrations/2026_11_22_0003_version_search.js'
 import type { DB, EventRow } from '../../src/db/schema.js'
-import { exportEvents } from '../../src/domain/events/export.js'
+import { exportEvents } from '../../src/domain/events/export/index.js'
 import { type EventFilter, listEventPage } from '../../src/domain/events/queries.js'
 import { indexVersions, VersionIndexer } from '../../src/domain/events/version-index.js'
 import {

@@ -4,7 +4,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify'
 import { type Static, Type } from 'typebox'
 import type { FieldError } from '../../domain/events/event.js'
-import { exportEvents } from '../../domain/events/export.js'
+import { exportEvents } from '../../domain/events/export/index.js'
 import {
   accountNames,
   anyEvent,
