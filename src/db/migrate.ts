@@ -4,6 +4,7 @@ import type { Database } from './connect.js'
 import { initialSchema } from './migrations/2026_11_21_0001_initial.js'
 import { sessionsSchema } from './migrations/2026_11_22_0002_sessions.js'
 import { versionSearchIndex } from './migrations/2026_11_22_0003_version_search.js'
+import { deploymentsSchema } from './migrations/2026_11_23_0006_deployments.js'
 
 function provider(database: Database): MigrationProvider {
   return {
@@ -13,6 +14,7 @@ function provider(database: Database): MigrationProvider {
         '2026_11_21_0001_initial': initialSchema(database.dialect),
         '2026_11_22_0002_sessions': sessionsSchema(),
         '2026_11_22_0003_version_search': versionSearchIndex(database.dialect),
+        '2026_11_23_0006_deployments': deploymentsSchema(),
       }
     },
   }
