@@ -7,11 +7,14 @@ import fc from 'fast-check'
 import { sql } from 'kysely'
 import type { Database } from '../../src/db/connect.js'
 import type { EventStatus } from '../../src/db/schema.js'
+import { boardCells } from '../../src/domain/deployments/queries.js'
 import {
   type Deployment,
   deriveDeployments,
   emptyGroupState,
   groupKey,
+  latestAt,
+  runningAt,
 } from '../../src/domain/deployments/rules.js'
 import {
   catchUpDeployments,
@@ -236,5 +239,56 @@ test('an event that commits after later ids were derived is taken in id order', 
     left.map((g) => [g.from_id, g.to_id]),
     [[1, base - 1]],
     'the filled gap is forgotten',
+  )
+})
+
+test('the board now and at any past instant agrees with the rules over all deployments', async (t) => {
+  const ctx = await buildTestApp(t)
+  const accounts = [ctx.tenant.account.id, (await ctx.addTenant('Other')).account.id]
+  const start = Date.UTC(2026, 1, 1)
+  const stallMs = 5_000
+  await fc.assert(
+    fc.asyncProperty(
+      fc.array(sentEvent, { minLength: 1, maxLength: 30 }),
+      fc.array(fc.integer({ min: -2, max: 32 }), { minLength: 1, maxLength: 4 }),
+      async (events, instants) => {
+        await ctx.database.db.deleteFrom('events').execute()
+        await rebuildDeployments(ctx.database.db)
+        await insertEvents(ctx.database, accounts, events, start)
+        await drain(ctx.database, 1000)
+        const all = (await expected(ctx.database)).get(accounts[0] as number) ?? []
+        const now = start + 40_000
+        for (const at of [null, ...instants.map((i) => start + i * 1000)]) {
+          const cells = await boardCells(ctx.database.db, accounts[0] as number, at, { now, stallMs })
+          const want = new Map<string, unknown>()
+          const groups = new Set(all.map((d) => groupKey(d.service, d.environment)))
+          for (const key of groups) {
+            const mine = all.filter((d) => groupKey(d.service, d.environment) === key)
+            const instant = at ?? now
+            const running = runningAt(mine, instant)
+            const latest = latestAt(mine, instant, stallMs)
+            if (!running && !latest) continue
+            want.set(key, {
+              running: running?.id ?? null,
+              latest: latest ? [latest.deployment.id, latest.outcome] : null,
+            })
+          }
+          const got = new Map(
+            cells.map((c) => [
+              groupKey(c.service, c.environment),
+              {
+                running: c.running?.id ?? null,
+                latest: c.latest ? [c.latest.deployment.id, c.latest.outcome] : null,
+              },
+            ]),
+          )
+          assert.deepEqual(got, want, `board at ${at === null ? 'now' : new Date(at).toISOString()}`)
+        }
+      },
+    ),
+    {
+      numRuns: Number(process.env.SHIPLOG_FUZZ_RUNS ?? 25),
+      seed: Number(process.env.SHIPLOG_FUZZ_SEED ?? 62),
+    },
   )
 })

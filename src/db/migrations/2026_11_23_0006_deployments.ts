@@ -33,11 +33,11 @@ export function deploymentsSchema(): Migration {
         .on('deployments')
         .columns(['account_id', 'service', 'environment', 'id'])
         .execute()
-      // What ran at an instant: the last success by finish time in each service and environment.
+      // What ran at an instant: the last success (by finishing event) that had finished by then.
       await db.schema
         .createIndex('deployments_success_idx')
         .on('deployments')
-        .columns(['account_id', 'service', 'environment', 'finished_at', 'finish_event_id'])
+        .columns(['account_id', 'service', 'environment', 'finish_event_id'])
         .where(sql.ref('result'), '=', 'succeeded')
         .execute()
       // Metrics windows and the read API's time filters.
