@@ -117,6 +117,14 @@ export interface DeploymentHeadsTable {
   latest_id: number
 }
 
+export interface VersionFirstsTable {
+  account_id: number
+  service: string
+  version: string
+  deployment_id: number
+  started_at: EpochMs
+}
+
 export interface DeploymentsProgressTable {
   id: number
   through: number
@@ -157,6 +165,7 @@ export interface DB {
   sessions: SessionsTable
   deployments: DeploymentsTable
   deployment_heads: DeploymentHeadsTable
+  version_firsts: VersionFirstsTable
   deployments_progress: DeploymentsProgressTable
   deployment_gaps: DeploymentGapsTable
   environment_settings: EnvironmentSettingsTable

@@ -7,6 +7,7 @@ import fc from 'fast-check'
 import { sql } from 'kysely'
 import type { Database } from '../../src/db/connect.js'
 import type { EventStatus } from '../../src/db/schema.js'
+import { firstStartKey, firstStartsOf } from '../../src/domain/deployments/metrics.js'
 import { boardCells } from '../../src/domain/deployments/queries.js'
 import {
   type Deployment,
@@ -145,6 +146,22 @@ async function checkHeads(database: Database, all: Map<number, Deployment[]>): P
   assert.deepEqual(got, want, 'deployment heads')
 }
 
+/** Lead time's starting points: the first deployment of each (service, version). */
+async function checkFirsts(database: Database, all: Map<number, Deployment[]>): Promise<void> {
+  const rows = await database.db.selectFrom('version_firsts').selectAll().execute()
+  const got = new Map(
+    rows.map((r) => [
+      `${r.account_id}:${firstStartKey(r.service, r.version)}`,
+      { startedAt: r.started_at, id: r.deployment_id },
+    ]),
+  )
+  const want = new Map<string, { startedAt: number; id: number }>()
+  for (const [accountId, deployments] of all) {
+    for (const [key, first] of firstStartsOf(deployments)) want.set(`${accountId}:${key}`, first)
+  }
+  assert.deepEqual(got, want, 'first deployment of each version')
+}
+
 async function drain(database: Database, limit: number): Promise<void> {
   for (let i = 0; i < 10_000; i++) {
     const result = await catchUpDeployments(database.db, { limit })
@@ -180,6 +197,7 @@ test('derived in batches of any size, the stored deployments equal the plain der
         const want = await expected(ctx.database)
         assert.deepEqual(await stored(ctx.database), want)
         await checkHeads(ctx.database, want)
+        await checkFirsts(ctx.database, want)
       },
     ),
     {

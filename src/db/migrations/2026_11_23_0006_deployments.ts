@@ -70,6 +70,18 @@ export function deploymentsSchema(): Migration {
         .addPrimaryKeyConstraint('deployment_heads_pk', ['account_id', 'service', 'environment'])
         .execute()
 
+      // The first deployment of each version of a service, in any environment: where lead time
+      // starts (SPEC §6.2).
+      await db.schema
+        .createTable('version_firsts')
+        .addColumn('account_id', 'bigint', (c) => c.notNull().references('accounts.id').onDelete('cascade'))
+        .addColumn('service', 'text', (c) => c.notNull())
+        .addColumn('version', 'text', (c) => c.notNull())
+        .addColumn('deployment_id', 'bigint', (c) => c.notNull())
+        .addColumn('started_at', 'bigint', (c) => c.notNull())
+        .addPrimaryKeyConstraint('version_firsts_pk', ['account_id', 'service', 'version'])
+        .execute()
+
       // How far deployments have been derived: every event up to `through` is in them, except
       // those still in `deployment_gaps` (ids PostgreSQL handed out to transactions not yet
       // committed when their neighbours were derived). The one row is also the lock that keeps two

@@ -104,6 +104,7 @@ export async function rebuildDeployments(
     await trx.deleteFrom('deployments').execute()
     await trx.deleteFrom('deployment_heads').execute()
     await trx.deleteFrom('deployment_gaps').execute()
+    await trx.deleteFrom('version_firsts').execute()
     await trx.updateTable('deployments_progress').set({ through: 0 }).where('id', '=', 1).execute()
   })
   let derived = 0
@@ -429,6 +430,7 @@ async function writeDeployments(
   accountId: number,
   deployments: readonly Deployment[],
 ): Promise<void> {
+  await writeVersionFirsts(trx, accountId, deployments)
   for (let i = 0; i < deployments.length; i += ROWS_PER_STATEMENT) {
     const rows = deployments.slice(i, i + ROWS_PER_STATEMENT).map((d) => ({
       id: d.id,
@@ -462,6 +464,42 @@ async function writeDeployments(
           api_key_name: eb.ref('excluded.api_key_name'),
           event_ids: eb.ref('excluded.event_ids'),
         })),
+      )
+      .execute()
+  }
+}
+
+/** Keeps, for each (service, version), the deployment with the lowest id seen so far. */
+async function writeVersionFirsts(
+  trx: Transaction<DB>,
+  accountId: number,
+  deployments: readonly Deployment[],
+): Promise<void> {
+  const firsts = new Map<string, Deployment>()
+  for (const d of deployments) {
+    const key = JSON.stringify([d.service, d.version])
+    const known = firsts.get(key)
+    if (!known || d.id < known.id) firsts.set(key, d)
+  }
+  const rows = [...firsts.values()].map((d) => ({
+    account_id: accountId,
+    service: d.service,
+    version: d.version,
+    deployment_id: d.id,
+    started_at: d.startedAt,
+  }))
+  for (let i = 0; i < rows.length; i += ROWS_PER_STATEMENT) {
+    await trx
+      .insertInto('version_firsts')
+      .values(rows.slice(i, i + ROWS_PER_STATEMENT))
+      .onConflict((oc) =>
+        oc
+          .columns(['account_id', 'service', 'version'])
+          .doUpdateSet((eb) => ({
+            deployment_id: eb.ref('excluded.deployment_id'),
+            started_at: eb.ref('excluded.started_at'),
+          }))
+          .whereRef('excluded.deployment_id', '<', 'version_firsts.deployment_id'),
       )
       .execute()
   }
