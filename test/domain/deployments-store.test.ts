@@ -7,8 +7,13 @@ import fc from 'fast-check'
 import { sql } from 'kysely'
 import type { Database } from '../../src/db/connect.js'
 import type { EventStatus } from '../../src/db/schema.js'
-import { firstStartKey, firstStartsOf } from '../../src/domain/deployments/metrics.js'
-import { boardCells } from '../../src/domain/deployments/queries.js'
+import {
+  computeMetrics,
+  firstStartKey,
+  firstStartsOf,
+  type Metrics,
+} from '../../src/domain/deployments/metrics.js'
+import { boardCells, metricsForWindow } from '../../src/domain/deployments/queries.js'
 import {
   type Deployment,
   deriveDeployments,
@@ -307,6 +312,53 @@ test('the board now and at any past instant agrees with the rules over all deplo
     {
       numRuns: Number(process.env.SHIPLOG_FUZZ_RUNS ?? 25),
       seed: Number(process.env.SHIPLOG_FUZZ_SEED ?? 62),
+    },
+  )
+})
+
+test('metrics read from the stored deployments equal the metrics of all deployments', async (t) => {
+  const ctx = await buildTestApp(t)
+  const accounts = [ctx.tenant.account.id, (await ctx.addTenant('Other')).account.id]
+  const start = Date.UTC(2026, 2, 1)
+  await fc.assert(
+    fc.asyncProperty(
+      fc.array(sentEvent, { minLength: 1, maxLength: 40 }),
+      fc.integer({ min: -5, max: 40 }),
+      fc.integer({ min: 1, max: 45 }),
+      fc.constantFrom('prod', 'staging'),
+      fc.constantFrom(null, 'api', 'web'),
+      async (events, fromSecond, seconds, environment, service) => {
+        await ctx.database.db.deleteFrom('events').execute()
+        await rebuildDeployments(ctx.database.db)
+        await insertEvents(ctx.database, accounts, events, start)
+        await drain(ctx.database, 1000)
+        const all = (await expected(ctx.database)).get(accounts[0] as number) ?? []
+        const window = {
+          environment,
+          service,
+          from: start + fromSecond * 1000,
+          to: start + (fromSecond + seconds) * 1000,
+        }
+        const want = computeMetrics(window, all, firstStartsOf(all))
+        const got = await metricsForWindow(ctx.database.db, accounts[0] as number, window)
+        const ids = (list: readonly Deployment[]) => list.map((d) => d.id)
+        const shape = (m: Metrics) => ({
+          succeeded: ids(m.succeeded),
+          failed: ids(m.failed),
+          rolledBack: ids(m.rolledBack),
+          frequency: m.deploymentFrequencyPerDay,
+          cfr: m.changeFailureRate,
+          restore: m.timeToRestore.values,
+          unrestored: ids(m.timeToRestore.unrestored),
+          duration: m.duration.values,
+          lead: m.leadTime.values,
+        })
+        assert.deepEqual(shape(got), shape(want))
+      },
+    ),
+    {
+      numRuns: Number(process.env.SHIPLOG_FUZZ_RUNS ?? 25),
+      seed: Number(process.env.SHIPLOG_FUZZ_SEED ?? 63),
     },
   )
 })

@@ -2,6 +2,7 @@
 // deployments a metrics window counts. The rules that give them meaning are in rules.ts.
 import { type Kysely, sql } from 'kysely'
 import type { DB, DeploymentRow } from '../../db/schema.js'
+import { computeMetrics, firstStartKey, type Metrics, type MetricsWindow } from './metrics.js'
 import { type Deployment, type DeploymentOutcome, outcomeAt } from './rules.js'
 import { rowToDeployment } from './store.js'
 
@@ -120,4 +121,64 @@ export async function serviceTimeline(
   if (options.beforeId !== undefined) query = query.where('id', '<', options.beforeId)
   const rows: DeploymentRow[] = await query.orderBy('id', 'desc').limit(options.limit).execute()
   return rows.map(rowToDeployment)
+}
+
+/**
+ * The metrics of one window (SPEC §6.2) from the stored deployments: those that finished in the
+ * window, the success that restored each failure (which may come after the window), and where each
+ * counted version first started.
+ */
+export async function metricsForWindow(
+  db: Kysely<DB>,
+  accountId: number,
+  window: MetricsWindow,
+): Promise<Metrics> {
+  let inWindow = db
+    .selectFrom('deployments')
+    .selectAll()
+    .where('account_id', '=', accountId)
+    .where('environment', '=', window.environment)
+    .where('finished_at', '>=', window.from)
+    .where('finished_at', '<', window.to)
+  if (window.service !== null) inWindow = inWindow.where('service', '=', window.service)
+  const counted = (await inWindow.orderBy('id').execute()).map(rowToDeployment)
+
+  // What restored each failure or rolled-back deployment: the next success in its service.
+  const restorers = new Map<number, Deployment>()
+  const needRestorer = counted.filter((d) => d.result === 'failed' || d.rolledBack)
+  const successes = counted.filter((d) => d.result === 'succeeded')
+  for (const d of needRestorer) {
+    const finished = d.finishEventId ?? 0
+    const inside = successes.find((s) => s.service === d.service && (s.finishEventId ?? 0) > finished)
+    if (inside) continue
+    const next = await db
+      .selectFrom('deployments')
+      .selectAll()
+      .where('account_id', '=', accountId)
+      .where('service', '=', d.service)
+      .where('environment', '=', d.environment)
+      .where('result', '=', 'succeeded')
+      .where('finish_event_id', '>', finished)
+      .orderBy('finish_event_id')
+      .limit(1)
+      .executeTakeFirst()
+    if (next) restorers.set(next.id, rowToDeployment(next))
+  }
+
+  const firsts = new Map<string, { startedAt: number; id: number }>()
+  const wanted = [...new Map(successes.map((d) => [firstStartKey(d.service, d.version), d])).values()]
+  for (let i = 0; i < wanted.length; i += IDS_PER_STATEMENT) {
+    const part = wanted.slice(i, i + IDS_PER_STATEMENT)
+    const rows = await db
+      .selectFrom('version_firsts')
+      .select(['service', 'version', 'deployment_id', 'started_at'])
+      .where('account_id', '=', accountId)
+      .where((eb) =>
+        eb.or(part.map((d) => eb.and([eb('service', '=', d.service), eb('version', '=', d.version)]))),
+      )
+      .execute()
+    for (const r of rows)
+      firsts.set(firstStartKey(r.service, r.version), { startedAt: r.started_at, id: r.deployment_id })
+  }
+  return computeMetrics(window, [...counted, ...restorers.values()], firsts)
 }
