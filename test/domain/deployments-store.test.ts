@@ -169,7 +169,7 @@ async function checkFirsts(database: Database, all: Map<number, Deployment[]>): 
 
 async function drain(database: Database, limit: number): Promise<void> {
   for (let i = 0; i < 10_000; i++) {
-    const result = await catchUpDeployments(database.db, { limit })
+    const result = await catchUpDeployments(database, { limit })
     if (!result.more && result.events === 0) return
   }
   assert.fail('derivation did not finish')
@@ -191,12 +191,12 @@ test('derived in batches of any size, the stored deployments equal the plain der
       ),
       async (rounds) => {
         await ctx.database.db.deleteFrom('events').execute()
-        await rebuildDeployments(ctx.database.db)
+        await rebuildDeployments(ctx.database)
         for (const [events, limit] of rounds) {
           await insertEvents(ctx.database, accounts, events, at)
           at += events.length * 1000 + 1000
           // Sometimes only part of what waits is derived before more arrives.
-          await catchUpDeployments(ctx.database.db, { limit })
+          await catchUpDeployments(ctx.database, { limit })
         }
         await drain(ctx.database, 50)
         const want = await expected(ctx.database)
@@ -212,7 +212,7 @@ test('derived in batches of any size, the stored deployments equal the plain der
   )
   // Derived again from nothing, the same.
   const before = await stored(ctx.database)
-  await rebuildDeployments(ctx.database.db)
+  await rebuildDeployments(ctx.database)
   assert.deepEqual(await stored(ctx.database), before)
 })
 
@@ -276,7 +276,7 @@ test('the board now and at any past instant agrees with the rules over all deplo
       fc.array(fc.integer({ min: -2, max: 32 }), { minLength: 1, maxLength: 4 }),
       async (events, instants) => {
         await ctx.database.db.deleteFrom('events').execute()
-        await rebuildDeployments(ctx.database.db)
+        await rebuildDeployments(ctx.database)
         await insertEvents(ctx.database, accounts, events, start)
         await drain(ctx.database, 1000)
         const all = (await expected(ctx.database)).get(accounts[0] as number) ?? []
@@ -329,7 +329,7 @@ test('metrics read from the stored deployments equal the metrics of all deployme
       fc.constantFrom(null, 'api', 'web'),
       async (events, fromSecond, seconds, environment, service) => {
         await ctx.database.db.deleteFrom('events').execute()
-        await rebuildDeployments(ctx.database.db)
+        await rebuildDeployments(ctx.database)
         await insertEvents(ctx.database, accounts, events, start)
         await drain(ctx.database, 1000)
         const all = (await expected(ctx.database)).get(accounts[0] as number) ?? []
