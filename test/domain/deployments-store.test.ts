@@ -13,13 +13,15 @@ import {
   firstStartsOf,
   type Metrics,
 } from '../../src/domain/deployments/metrics.js'
-import { boardCells, metricsForWindow } from '../../src/domain/deployments/queries.js'
+import { boardCells, listDeployments, metricsForWindow } from '../../src/domain/deployments/queries.js'
 import {
   type Deployment,
+  type DeploymentOutcome,
   deriveDeployments,
   emptyGroupState,
   groupKey,
   latestAt,
+  outcomeAt,
   runningAt,
 } from '../../src/domain/deployments/rules.js'
 import {
@@ -359,6 +361,75 @@ test('metrics read from the stored deployments equal the metrics of all deployme
     {
       numRuns: Number(process.env.SHIPLOG_FUZZ_RUNS ?? 25),
       seed: Number(process.env.SHIPLOG_FUZZ_SEED ?? 63),
+    },
+  )
+})
+
+test('listing deployments page by page with any filter gives exactly the matching ones, newest first', async (t) => {
+  const ctx = await buildTestApp(t)
+  const accounts = [ctx.tenant.account.id, (await ctx.addTenant('Other')).account.id]
+  const start = Date.UTC(2026, 3, 1)
+  await fc.assert(
+    fc.asyncProperty(
+      fc.array(sentEvent, { minLength: 1, maxLength: 40 }),
+      fc.record({
+        service: fc.option(fc.constantFrom('api', 'web', 'API'), { nil: undefined }),
+        environment: fc.option(fc.constantFrom('prod', 'staging'), { nil: undefined }),
+        outcome: fc.option(
+          fc.constantFrom<DeploymentOutcome>('succeeded', 'failed', 'in_progress', 'stalled'),
+          {
+            nil: undefined,
+          },
+        ),
+        from: fc.option(fc.integer({ min: -2, max: 42 }), { nil: undefined }),
+        to: fc.option(fc.integer({ min: -2, max: 42 }), { nil: undefined }),
+      }),
+      fc.integer({ min: 1, max: 7 }),
+      async (events, f, limit) => {
+        await ctx.database.db.deleteFrom('events').execute()
+        await rebuildDeployments(ctx.database)
+        await insertEvents(ctx.database, accounts, events, start)
+        await drain(ctx.database, 1000)
+        const all = (await expected(ctx.database)).get(accounts[0] as number) ?? []
+        const clock = { now: start + 30_000, stallMs: 10_000 }
+        const filter = {
+          ...(f.service === undefined ? {} : { service: f.service }),
+          ...(f.environment === undefined ? {} : { environment: f.environment }),
+          ...(f.outcome === undefined ? {} : { outcome: f.outcome }),
+          ...(f.from === undefined ? {} : { from: start + f.from * 1000 }),
+          ...(f.to === undefined ? {} : { to: start + f.to * 1000 }),
+        }
+        const want = all
+          .filter(
+            (d) =>
+              (filter.service === undefined || d.service === filter.service) &&
+              (filter.environment === undefined || d.environment === filter.environment) &&
+              (filter.outcome === undefined || outcomeAt(d, clock.now, clock.stallMs) === filter.outcome) &&
+              (filter.from === undefined || d.startedAt >= filter.from) &&
+              (filter.to === undefined || d.startedAt < filter.to),
+          )
+          .map((d) => d.id)
+          .sort((a, b) => b - a)
+        const got: number[] = []
+        let beforeId: number | undefined
+        for (let guard = 0; guard < 100; guard++) {
+          const page = await listDeployments(
+            ctx.database.db,
+            accounts[0] as number,
+            filter,
+            { beforeId, limit },
+            clock,
+          )
+          got.push(...page.map((d) => d.id))
+          if (page.length < limit) break
+          beforeId = page.at(-1)?.id
+        }
+        assert.deepEqual(got, want)
+      },
+    ),
+    {
+      numRuns: Number(process.env.SHIPLOG_FUZZ_RUNS ?? 25),
+      seed: Number(process.env.SHIPLOG_FUZZ_SEED ?? 64),
     },
   )
 })

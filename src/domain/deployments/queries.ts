@@ -182,3 +182,48 @@ export async function metricsForWindow(
   }
   return computeMetrics(window, [...counted, ...restorers.values()], firsts)
 }
+
+export interface DeploymentFilter {
+  service?: string
+  environment?: string
+  outcome?: DeploymentOutcome
+  /** Bounds on started_at: from inclusive, to exclusive. */
+  from?: number
+  to?: number
+}
+
+/**
+ * One page of an account's deployments, newest first (by id), after the deployment `beforeId`.
+ * Outcomes in progress and stalled are told apart by `stallMs` at `now`.
+ */
+export async function listDeployments(
+  db: Kysely<DB>,
+  accountId: number,
+  filter: DeploymentFilter,
+  page: { beforeId?: number; limit: number },
+  clock: { now: number; stallMs: number },
+): Promise<Deployment[]> {
+  let query = db.selectFrom('deployments').selectAll().where('account_id', '=', accountId)
+  if (filter.service !== undefined) query = query.where('service', '=', filter.service)
+  if (filter.environment !== undefined) query = query.where('environment', '=', filter.environment)
+  if (filter.from !== undefined) query = query.where('started_at', '>=', filter.from)
+  if (filter.to !== undefined) query = query.where('started_at', '<', filter.to)
+  const stalledBefore = clock.now - clock.stallMs
+  switch (filter.outcome) {
+    case 'succeeded':
+    case 'failed':
+      query = query.where('result', '=', filter.outcome)
+      break
+    case 'in_progress':
+      query = query.where('result', 'is', null).where('started_at', '>=', stalledBefore)
+      break
+    case 'stalled':
+      query = query.where('result', 'is', null).where('started_at', '<', stalledBefore)
+      break
+    default:
+      break
+  }
+  if (page.beforeId !== undefined) query = query.where('id', '<', page.beforeId)
+  const rows = await query.orderBy('id', 'desc').limit(page.limit).execute()
+  return rows.map(rowToDeployment)
+}
