@@ -5,6 +5,7 @@ import { initialSchema } from './migrations/2026_11_21_0001_initial.js'
 import { sessionsSchema } from './migrations/2026_11_22_0002_sessions.js'
 import { versionSearchIndex } from './migrations/2026_11_22_0003_version_search.js'
 import { accountEmailsAndFlash } from './migrations/2026_11_23_0004_account_emails.js'
+import { deploymentsSchema } from './migrations/2026_11_23_0005_deployments.js'
 
 function provider(database: Database): MigrationProvider {
   return {
@@ -15,6 +16,7 @@ function provider(database: Database): MigrationProvider {
         '2026_11_22_0002_sessions': sessionsSchema(),
         '2026_11_22_0003_version_search': versionSearchIndex(database.dialect),
         '2026_11_23_0004_account_emails': accountEmailsAndFlash(database.dialect),
+        '2026_11_23_0005_deployments': deploymentsSchema(),
       }
     },
   }

@@ -8,6 +8,10 @@ export interface AccountsTable {
   id: Generated<number>
   name: string
   created_at: EpochMs
+  /** Minutes after which an open deployment counts as stalled. */
+  stall_minutes: Generated<number>
+  /** The token in badge URLs (SPEC §6.3); null until one is made in Settings. */
+  badge_token: string | null
 }
 
 export type UserRole = 'admin' | 'member'
@@ -49,6 +53,8 @@ export interface ApiKeysTable {
   created_by_user_id: number | null
   last_used_at: EpochMs | null
   revoked_at: EpochMs | null
+  /** "ingest", "read" or "ingest,read". */
+  scopes: Generated<string>
 }
 
 export type EventSource = 'put-get' | 'put-post' | 'deploy'
@@ -85,6 +91,72 @@ export interface SettingsTable {
   value: string
 }
 
+export interface DeploymentsTable {
+  /** The id of the event that opened it. */
+  id: number
+  account_id: number
+  service: string
+  environment: string
+  version: string
+  started_at: EpochMs
+  finished_at: EpochMs | null
+  result: 'succeeded' | 'failed' | null
+  instant: number
+  finish_event_id: number | null
+  rollback: number
+  rolled_back: number
+  deployer: string | null
+  api_key_name: string | null
+  /** Comma-separated event ids in arrival order. */
+  event_ids: string
+}
+
+export interface DeploymentHeadsTable {
+  account_id: number
+  service: string
+  environment: string
+  running_id: number | null
+  latest_id: number
+}
+
+export interface VersionFirstsTable {
+  account_id: number
+  service: string
+  version: string
+  deployment_id: number
+  started_at: EpochMs
+}
+
+export interface DeploymentsProgressTable {
+  id: number
+  through: number
+  generation: number
+}
+
+export interface DeploymentGapsTable {
+  from_id: number
+  to_id: number
+  seen_at: EpochMs
+}
+
+export interface EnvironmentSettingsTable {
+  account_id: number
+  name: string
+  position: number
+  hidden: Generated<number>
+}
+
+export interface ServicesTable {
+  account_id: number
+  name: string
+  team: string | null
+  description: string | null
+  repository_url: string | null
+  runbook_url: string | null
+  dashboard_url: string | null
+  updated_at: EpochMs
+}
+
 export interface DB {
   accounts: AccountsTable
   users: UsersTable
@@ -93,6 +165,13 @@ export interface DB {
   idempotency_keys: IdempotencyKeysTable
   settings: SettingsTable
   sessions: SessionsTable
+  deployments: DeploymentsTable
+  deployment_heads: DeploymentHeadsTable
+  version_firsts: VersionFirstsTable
+  deployments_progress: DeploymentsProgressTable
+  deployment_gaps: DeploymentGapsTable
+  environment_settings: EnvironmentSettingsTable
+  services: ServicesTable
 }
 
 export type Account = Selectable<AccountsTable>
@@ -100,3 +179,4 @@ export type User = Selectable<UsersTable>
 export type ApiKeyRow = Selectable<ApiKeysTable>
 export type EventRow = Selectable<EventsTable>
 export type NewEvent = Insertable<EventsTable>
+export type DeploymentRow = Selectable<DeploymentsTable>

@@ -1,0 +1,169 @@
+// The delivery metrics of SPEC §6.2, each with the deployments it counted, so every figure can show
+// its numerator, its denominator and the list behind them. Pure functions over deployments.
+import type { Deployment } from './rules.js'
+
+export const DAY_MS = 86_400_000
+
+export interface MetricsWindow {
+  environment: string
+  /** Null: every service in the environment. */
+  service: string | null
+  from: number
+  /** Exclusive. */
+  to: number
+}
+
+export interface Spread {
+  median: number
+  p90: number
+  /** How many values the median and p90 are taken over. */
+  count: number
+}
+
+/** A per-deployment value behind a spread: the deployment, the value, and what it was measured to. */
+export interface Measured {
+  deploymentId: number
+  valueMs: number
+  /** For time to restore: the deployment that restored; for lead time: the first deployment of the version. */
+  relatedId: number | null
+}
+
+export interface Metrics {
+  window: MetricsWindow
+  days: number
+  succeeded: Deployment[]
+  failed: Deployment[]
+  rolledBack: Deployment[]
+  deploymentFrequencyPerDay: number
+  /** (failed + rolled back) ÷ (succeeded + failed); null when nothing finished. */
+  changeFailureRate: number | null
+  timeToRestore: { values: Measured[]; unrestored: Deployment[]; spread: Spread | null }
+  duration: { values: Measured[]; spread: Spread | null }
+  leadTime: { values: Measured[]; spread: Spread | null }
+}
+
+/**
+ * Median and 90th percentile. The median of an even count is the mean of the two middle values;
+ * the p90 is the nearest rank (the value at position ⌈0.9·n⌉), so it is always a measured value.
+ */
+export function spreadOf(values: readonly number[]): Spread | null {
+  if (values.length === 0) return null
+  const sorted = [...values].sort((a, b) => a - b)
+  const n = sorted.length
+  const middle = Math.floor(n / 2)
+  const median =
+    n % 2 === 1
+      ? (sorted[middle] as number)
+      : ((sorted[middle - 1] as number) + (sorted[middle] as number)) / 2
+  const p90 = sorted[Math.max(0, Math.ceil(0.9 * n) - 1)] as number
+  return { median, p90, count: n }
+}
+
+/**
+ * Computes the metrics of one window. `history` holds the deployments of the window's environment
+ * (and service, when one is chosen) from before, in and after the window — time to restore looks
+ * past the window's end for the next success. `firstStarts` gives, for lead time, the start of the
+ * first deployment of each (service, version) in any environment (see firstStartKey).
+ */
+export function computeMetrics(
+  window: MetricsWindow,
+  history: readonly Deployment[],
+  firstStarts: ReadonlyMap<string, { startedAt: number; id: number }>,
+): Metrics {
+  const inScope = history.filter(
+    (d) => d.environment === window.environment && (window.service === null || d.service === window.service),
+  )
+  const counted = inScope.filter(
+    (d) =>
+      d.result !== null && d.finishedAt !== null && d.finishedAt >= window.from && d.finishedAt < window.to,
+  )
+  const succeeded = counted.filter((d) => d.result === 'succeeded')
+  const failed = counted.filter((d) => d.result === 'failed')
+  const rolledBack = succeeded.filter((d) => d.rolledBack)
+  const days = (window.to - window.from) / DAY_MS
+  const finished = succeeded.length + failed.length
+
+  // Successes of each service, in the order they finished, to find what restored a failure.
+  const successes = new Map<string, Deployment[]>()
+  for (const d of inScope) {
+    if (d.result !== 'succeeded') continue
+    const list = successes.get(d.service) ?? []
+    list.push(d)
+    successes.set(d.service, list)
+  }
+  for (const list of successes.values()) list.sort((a, b) => (a.finishEventId ?? 0) - (b.finishEventId ?? 0))
+
+  const restoreValues: Measured[] = []
+  const unrestored: Deployment[] = []
+  for (const d of [...failed, ...rolledBack].sort((a, b) => a.id - b.id)) {
+    const restoredBy = nextSuccess(successes.get(d.service) ?? [], d)
+    if (!restoredBy || restoredBy.finishedAt === null || d.finishedAt === null) {
+      unrestored.push(d)
+      continue
+    }
+    restoreValues.push({
+      deploymentId: d.id,
+      valueMs: restoredBy.finishedAt - d.finishedAt,
+      relatedId: restoredBy.id,
+    })
+  }
+
+  const durationValues: Measured[] = []
+  for (const d of counted) {
+    if (d.instant || d.finishedAt === null) continue
+    durationValues.push({ deploymentId: d.id, valueMs: d.finishedAt - d.startedAt, relatedId: null })
+  }
+
+  const leadValues: Measured[] = []
+  for (const d of succeeded) {
+    const first = firstStarts.get(firstStartKey(d.service, d.version))
+    if (!first || d.finishedAt === null) continue
+    leadValues.push({ deploymentId: d.id, valueMs: d.finishedAt - first.startedAt, relatedId: first.id })
+  }
+
+  return {
+    window,
+    days,
+    succeeded,
+    failed,
+    rolledBack,
+    deploymentFrequencyPerDay: days > 0 ? succeeded.length / days : 0,
+    changeFailureRate: finished === 0 ? null : (failed.length + rolledBack.length) / finished,
+    timeToRestore: {
+      values: restoreValues,
+      unrestored,
+      spread: spreadOf(restoreValues.map((v) => v.valueMs)),
+    },
+    duration: { values: durationValues, spread: spreadOf(durationValues.map((v) => v.valueMs)) },
+    leadTime: { values: leadValues, spread: spreadOf(leadValues.map((v) => v.valueMs)) },
+  }
+}
+
+/**
+ * What restored a failed or rolled-back deployment: the next success after it in its service and
+ * environment. For a rolled-back one that is the rollback itself, the success that replaced it.
+ */
+function nextSuccess(successes: readonly Deployment[], after: Deployment): Deployment | null {
+  const finishedBy = after.finishEventId ?? 0
+  for (const s of successes) {
+    if ((s.finishEventId ?? 0) > finishedBy) return s
+  }
+  return null
+}
+
+export function firstStartKey(service: string, version: string): string {
+  return JSON.stringify([service, version])
+}
+
+/** The first deployment of each (service, version) in any environment, from a set of deployments. */
+export function firstStartsOf(
+  deployments: readonly Deployment[],
+): Map<string, { startedAt: number; id: number }> {
+  const firsts = new Map<string, { startedAt: number; id: number }>()
+  for (const d of deployments) {
+    const key = firstStartKey(d.service, d.version)
+    const known = firsts.get(key)
+    if (!known || d.id < known.id) firsts.set(key, { startedAt: d.startedAt, id: d.id })
+  }
+  return firsts
+}
