@@ -14,7 +14,7 @@ import { ensureSecret } from './domain/settings.js'
 import { healthRoutes } from './http/api/health.js'
 import { INGEST_PATHS, ingestRoutes } from './http/api/ingest.js'
 import { loggerOptions } from './http/logging.js'
-import { answerClientError, problems, registerProblemHandlers } from './http/problem.js'
+import { answerClientError, answerFrameworkError, problems, registerProblemHandlers } from './http/problem.js'
 import { MemoryRateLimitStore, type RateLimitStore, RedisRateLimitStore } from './http/rate-limit.js'
 import { API_SECURITY_HEADERS, SECURITY_HEADERS } from './http/security-headers.js'
 import { uiRoutes } from './http/ui/plugin.js'
@@ -43,6 +43,8 @@ export async function buildApp(options: BuildOptions): Promise<App> {
     routerOptions: { ignoreDuplicateSlashes: false },
     // Requests the HTTP parser refuses get problem+json like every other error.
     clientErrorHandler: answerClientError,
+    // Errors Fastify raises before routing (`GET /%ff`) get the same shape and headers.
+    frameworkErrors: answerFrameworkError,
     // Node would answer a missing Host itself, with an empty 400; the hook below answers it instead.
     http: { requireHostHeader: false },
   }).withTypeProvider<TypeBoxTypeProvider>()

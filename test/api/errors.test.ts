@@ -339,3 +339,23 @@ test('database unavailable → 503, and the service recovers by itself', async (
   )
   assert.deepEqual(versions, ['1.0.0', 'after'])
 })
+
+test('a URL that does not decode (GET /%ff) → 400 problem+json with the security headers, the URL not echoed', async (t) => {
+  const ctx = await buildTestApp(t)
+  for (const url of ['/%ff', '/put/%ff?app=a', '/logs/%E0%A4%A', '/deploy%c0']) {
+    for (const method of ['GET', 'POST'] as const) {
+      const res = await ctx.app.inject({ method, url, headers: { 'x-api-key': ctx.tenant.key } })
+      const body = assertProblem(res, 400)
+      assert.equal(body.type, 'urn:shiplog:problem:malformed-url', url)
+      assert.doesNotMatch(
+        res.body,
+        /%ff|%c0|%E0|FST_ERR/i,
+        `${url}: the URL and Fastify's code are not echoed`,
+      )
+      assert.equal(res.headers['x-content-type-options'], 'nosniff', url)
+      assert.match(String(res.headers['content-security-policy']), /frame-ancestors 'none'/, url)
+      assert.equal(res.headers['x-frame-options'], 'SAMEORIGIN', url)
+    }
+  }
+  await assertNothingStored(ctx)
+})
