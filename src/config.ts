@@ -221,7 +221,8 @@ function secretFromDataDir(dbPath: string): string {
   }
   const secret = randomBytes(32).toString('hex')
   try {
-    mkdirSync(dirname(file), { recursive: true })
+    // The directory holds the secret and the database: its owner's only, when Shiplog makes it.
+    mkdirSync(dirname(file), { recursive: true, mode: 0o700 })
     writeFileSync(file, `${secret}\n`, { mode: 0o600, flag: 'w' })
   } catch (err) {
     throw new ConfigError(`cannot create ${file}: ${(err as Error).message}`)
