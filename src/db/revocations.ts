@@ -2,9 +2,11 @@
 // database drop them from their key caches at once instead of after the cache's lifetime.
 import { sql } from 'kysely'
 import type pg from 'pg'
-import { KEY_REVOKED_CHANNEL } from '../domain/keys.js'
 import type { Database } from './connect.js'
 import { loadPg } from './connect.js'
+
+/** PostgreSQL channel on which instances announce revoked keys (payload: the key's digest). */
+export const KEY_REVOKED_CHANNEL = 'shiplog_key_revoked'
 
 /** Tells every instance on the same PostgreSQL database that a key is revoked. No-op on SQLite. */
 export async function announceRevocation(database: Database, digest: string): Promise<void> {

@@ -2,6 +2,7 @@
 import { randomInt } from 'node:crypto'
 import type { Kysely } from 'kysely'
 import type { Database } from '../db/connect.js'
+import { announceRevocation } from '../db/revocations.js'
 import type { ApiKeyRow, DB } from '../db/schema.js'
 import { sha256Hex } from './text-rules.js'
 
@@ -78,6 +79,24 @@ export async function revokeApiKey(
   const revokedAt = Date.now()
   await db.updateTable('api_keys').set({ revoked_at: revokedAt }).where('id', '=', row.id).execute()
   return { ...row, revoked_at: revokedAt }
+}
+
+/**
+ * The one revoke operation, for Settings and the CLI alike: revokes the key, drops it from this
+ * process's key cache (when there is one) and tells every other instance sharing the database to
+ * drop it from theirs. Undefined when the account has no such key.
+ */
+export async function revokeApiKeyEverywhere(
+  database: Database,
+  accountId: number,
+  idOrKey: string,
+  verifier?: ApiKeyVerifier,
+): Promise<ApiKeyRow | undefined> {
+  const row = await revokeApiKey(database.db, accountId, idOrKey)
+  if (!row) return undefined
+  verifier?.forget(row.id)
+  await announceRevocation(database, row.digest)
+  return row
 }
 
 /** What a request learns about the key that authenticated it. */
@@ -189,9 +208,6 @@ export class ApiKeyVerifier {
     this.#cache.clear()
   }
 }
-
-/** PostgreSQL channel on which instances announce revoked keys (payload: the key's digest). */
-export const KEY_REVOKED_CHANNEL = 'shiplog_key_revoked'
 
 /**
  * Remembers when each key was last used and writes that down every few seconds, so recording an

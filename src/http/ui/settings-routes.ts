@@ -1,7 +1,6 @@
 // /settings/: API keys and users of the viewer's account; changes are for admins only.
 import { randomBytes } from 'node:crypto'
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify'
-import { announceRevocation } from '../../db/revocations.js'
 import {
   changeRole,
   createUser,
@@ -11,7 +10,7 @@ import {
   removeUser,
   UserExistsError,
 } from '../../domain/accounts.js'
-import { createApiKey, listApiKeys, revokeApiKey } from '../../domain/keys.js'
+import { createApiKey, listApiKeys, revokeApiKeyEverywhere } from '../../domain/keys.js'
 import type { SessionUser } from '../../domain/sessions.js'
 import { isUserRole, nameProblem } from '../../domain/text-rules.js'
 import { type SettingsPageData, settingsPage } from '../../views/settings-page.js'
@@ -132,10 +131,13 @@ export const settingsRoutes: FastifyPluginAsync<UiContext> = async (app, ctx) =>
   app.post('/settings/keys/:id/revoke', async (request, reply) => {
     const user = admin(request, reply)
     if (!user) return reply
-    const row = await revokeApiKey(db, user.accountId, String(idParam(request)))
+    const row = await revokeApiKeyEverywhere(
+      ctx.database,
+      user.accountId,
+      String(idParam(request)),
+      ctx.verifier,
+    )
     if (!row) throw new HttpProblem(404, 'not-found', 'No such key', 'This account has no such API key.')
-    ctx.verifier.forget(row.id)
-    await announceRevocation(ctx.database, row.digest)
     return reply.redirect('/settings/?done=revoked', 303)
   })
 
