@@ -103,6 +103,21 @@ export async function buildApp(options: BuildOptions): Promise<App> {
     await usage.flush().catch((err) => app.log.warn({ err }, 'could not record API key last-used times'))
   })
 
+  if (config.trustProxy) {
+    // Behind a proxy, the scheme the client used comes from X-Forwarded-Proto, and it ends up in
+    // links, snippets and cookie flags: anything but http or https (`javascript`) is dropped, so
+    // the connection's own scheme counts instead.
+    app.addHook('onRequest', (request, _reply, done) => {
+      const forwarded = request.raw.headers['x-forwarded-proto']
+      if (forwarded !== undefined) {
+        const last = String(forwarded).split(',').at(-1)?.trim().toLowerCase()
+        if (last === 'http' || last === 'https') request.raw.headers['x-forwarded-proto'] = last
+        else delete request.raw.headers['x-forwarded-proto']
+      }
+      done()
+    })
+  }
+
   app.addHook('onRequest', (request, reply, done) => {
     reply.headers(INGEST_PATHS.has(request.routeOptions.url ?? '') ? API_SECURITY_HEADERS : SECURITY_HEADERS)
     if (request.headers.host === undefined && request.raw.httpVersion === '1.1') {

@@ -1,7 +1,7 @@
 // Starts the HTTP server and shuts it down gracefully on SIGTERM/SIGINT; nothing else.
 import type { Server } from 'node:http'
 import { type App, buildApp } from './app.js'
-import type { Config } from './config.js'
+import { type Config, configurationWarnings } from './config.js'
 import { openDatabase } from './db/connect.js'
 import { migrateToLatest } from './db/migrate.js'
 import { outageLogFor } from './domain/database-errors.js'
@@ -71,6 +71,7 @@ export async function serveUntilSignalled(config: Config): Promise<void> {
   const server = await startServer(config)
   const { app } = server
   app.log.info({ database: config.database.dialect }, `shiplog listening on ${server.address}`)
+  for (const warning of configurationWarnings(config)) app.log.warn(warning)
   let signalled = false
   const onSignal = (signal: NodeJS.Signals) => {
     if (signalled) return
