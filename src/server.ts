@@ -73,10 +73,10 @@ export async function serveUntilSignalled(config: Config): Promise<void> {
   app.log.info({ database: config.database.dialect }, `shiplog listening on ${server.address}`)
   for (const warning of configurationWarnings(config)) app.log.warn(warning)
   let signalled = false
-  const onSignal = (signal: NodeJS.Signals) => {
+  const onSignal = (reason: string) => {
     if (signalled) return
     signalled = true
-    app.log.info(`${signal} received: finishing in-flight requests`)
+    app.log.info(`${reason}: finishing in-flight requests`)
     const force = setTimeout(() => {
       app.log.error('graceful stop took longer than 25 s; exiting')
       process.exit(1)
@@ -90,6 +90,17 @@ export async function serveUntilSignalled(config: Config): Promise<void> {
       },
     )
   }
-  process.on('SIGTERM', onSignal)
-  process.on('SIGINT', onSignal)
+  process.on('SIGTERM', () => onSignal('SIGTERM received'))
+  process.on('SIGINT', () => onSignal('SIGINT received'))
+  // npm and npx run the server under `sh -c`, and stopping npm stops that shell, which does not
+  // pass the signal on: this process would keep the port for ever. `npm start` execs node, so npm
+  // signals it directly; `npx shiplog serve` cannot, so under npm a parent that goes away counts as
+  // SIGTERM. Only under npm: a server started from a script with `&` must outlive the script.
+  if (process.env.npm_lifecycle_event !== undefined) {
+    const parent = process.ppid
+    const watch = setInterval(() => {
+      if (process.ppid !== parent) onSignal('npm, which started this server, has stopped')
+    }, 250)
+    watch.unref()
+  }
 }
