@@ -15,7 +15,12 @@ import { healthRoutes } from './http/api/health.js'
 import { INGEST_PATHS, ingestRoutes } from './http/api/ingest.js'
 import { loggerOptions } from './http/logging.js'
 import { answerClientError, answerFrameworkError, problems, registerProblemHandlers } from './http/problem.js'
-import { MemoryRateLimitStore, type RateLimitStore, RedisRateLimitStore } from './http/rate-limit.js'
+import {
+  MemoryRateLimitStore,
+  type RateLimitStore,
+  RedisHealthLog,
+  RedisRateLimitStore,
+} from './http/rate-limit.js'
 import { API_SECURITY_HEADERS, SECURITY_HEADERS } from './http/security-headers.js'
 import { uiRoutes } from './http/ui/plugin.js'
 
@@ -62,16 +67,14 @@ export async function buildApp(options: BuildOptions): Promise<App> {
       maxRetriesPerRequest: 1,
       enableOfflineQueue: false,
     })
-    redis.on('error', (err) =>
-      app.log.warn({ err }, 'redis error; rate limits allow requests until it is back'),
-    )
+    const health = new RedisHealthLog(app.log)
+    redis.on('error', (err) => health.failed(err))
+    redis.on('ready', () => health.recovered())
     app.addHook('onClose', async () => {
       redis.disconnect()
     })
-    await connectWithin(redis, 2000).catch((err) =>
-      app.log.warn({ err }, 'redis not reachable at start; rate limits allow requests until it is'),
-    )
-    rateLimitStore = new RedisRateLimitStore(redis)
+    await connectWithin(redis, 2000).catch((err) => health.failed(err))
+    rateLimitStore = new RedisRateLimitStore(redis, health)
   }
 
   const store = eventStoreFor(database)
