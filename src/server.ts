@@ -2,18 +2,25 @@
 import type { Server } from 'node:http'
 import { type App, buildApp } from './app.js'
 import { type Config, configurationWarnings } from './config.js'
-import { openDatabase } from './db/connect.js'
+import { type Database, openDatabase } from './db/connect.js'
 import { migrateToLatest } from './db/migrate.js'
+import { countUsers } from './domain/accounts.js'
 import { outageLogFor } from './domain/database-errors.js'
 import { loggerOptions } from './http/logging.js'
 
 export interface RunningServer {
   app: App
+  database: Database
   address: string
   stop(): Promise<void>
 }
 
-export async function startServer(config: Config): Promise<RunningServer> {
+export interface StartOptions {
+  /** Pino options for the server's log; by default the JSON lines of loggerOptions(). */
+  logger?: Record<string, unknown>
+}
+
+export async function startServer(config: Config, options: StartOptions = {}): Promise<RunningServer> {
   let app: App | undefined
   const database = openDatabase(config.database, {
     // One line per outage, not one per dropped connection (see OutageLog).
@@ -23,13 +30,14 @@ export async function startServer(config: Config): Promise<RunningServer> {
   })
   try {
     await migrateToLatest(database)
-    app = await buildApp({ config, database, logger: loggerOptions(config.logLevel) })
+    app = await buildApp({ config, database, logger: options.logger ?? loggerOptions(config.logLevel) })
     boundSlowClients(app.server, config)
     const address = await app.listen({ port: config.port, host: config.host })
     const running = app
     let stopping: Promise<void> | null = null
     return {
       app: running,
+      database,
       address,
       stop: () => {
         if (!stopping) {
@@ -66,12 +74,49 @@ function boundSlowClients(server: Server, config: Config): void {
   sweeping.connectionsCheckingInterval = Math.min(1000, Math.floor(config.headersTimeoutMs / 4))
 }
 
+/**
+ * The log for a person at a terminal: one readable line per entry (pino-pretty), times of day
+ * instead of epoch milliseconds. Loaded only then, so a server under a supervisor never loads it.
+ */
+async function terminalLogger(config: Config): Promise<Record<string, unknown>> {
+  const { default: pretty } = await import('pino-pretty')
+  return {
+    ...loggerOptions(config.logLevel),
+    stream: pretty({
+      colorize: true,
+      translateTime: 'SYS:HH:MM:ss',
+      ignore: 'pid,hostname,reqId',
+      singleLine: true,
+      sync: true,
+    }),
+  }
+}
+
+/** The address to tell a person: the public one, else where the server listens. */
+function addressForPeople(config: Config): string {
+  if (config.publicUrl) return config.publicUrl
+  // Listening on every interface: this machine reaches it as localhost.
+  const host = ['0.0.0.0', '::', ''].includes(config.host) ? 'localhost' : config.host
+  return `http://${host.includes(':') ? `[${host}]` : host}:${config.port}`
+}
+
+export interface ServeOptions {
+  /** Whether a person watches stdout (a terminal); by default whether stdout is a TTY. */
+  tty?: boolean
+}
+
 /** Runs until SIGTERM or SIGINT, then exits 0 after a graceful stop (1 if the stop failed). */
-export async function serveUntilSignalled(config: Config): Promise<void> {
-  const server = await startServer(config)
+export async function serveUntilSignalled(config: Config, options: ServeOptions = {}): Promise<void> {
+  const tty = options.tty ?? process.stdout.isTTY === true
+  const server = await startServer(config, tty ? { logger: await terminalLogger(config) } : {})
   const { app } = server
   app.log.info({ database: config.database.dialect }, `shiplog listening on ${server.address}`)
   for (const warning of configurationWarnings(config)) app.log.warn(warning)
+  if (tty) {
+    const url = config.port === 0 ? server.address : addressForPeople(config)
+    const next = (await countUsers(server.database.db)) === 0 ? 'create the first account' : 'log in'
+    process.stdout.write(`\nShiplog is ready at ${url} — open it to ${next}\n\n`)
+  }
   let signalled = false
   const onSignal = (reason: string) => {
     if (signalled) return
