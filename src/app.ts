@@ -8,9 +8,12 @@ import type { Database } from './db/connect.js'
 import { listenForRevocations } from './db/revocations.js'
 import { isDatabaseUnavailable, outageLogFor } from './domain/database-errors.js'
 import { eventStoreFor } from './domain/events/store.js'
+import { versionIndexTask } from './domain/events/version-index.js'
 import { EventWriter } from './domain/events/writer.js'
-import { ApiKeyVerifier, KeyUsageRecorder } from './domain/keys.js'
+import { ApiKeyVerifier, KeyUsageRecorder, keyUsageTask } from './domain/keys.js'
+import { deleteExpiredSessions } from './domain/sessions.js'
 import { ensureSecret } from './domain/settings.js'
+import { TaskRunner } from './domain/tasks.js'
 import { healthRoutes } from './http/api/health.js'
 import { INGEST_PATHS, ingestRoutes } from './http/api/ingest.js'
 import { loggerOptions } from './http/logging.js'
@@ -86,11 +89,21 @@ export async function buildApp(options: BuildOptions): Promise<App> {
     if (isDatabaseUnavailable(err)) outages.failed(app.log, err)
     else app.log.warn({ err }, message)
   }
-  const usage = new KeyUsageRecorder(
-    database.db,
-    10_000,
-    backgroundFailure('could not record API key last-used times; will retry'),
-  )
+  const usage = new KeyUsageRecorder(database.db)
+  // Background work: one runner, started when the app is ready and stopped when it closes.
+  const tasks = new TaskRunner(app.log, (_, err) => {
+    if (!isDatabaseUnavailable(err)) return false
+    outages.failed(app.log, err)
+    return true
+  })
+  tasks.add(keyUsageTask(usage))
+  if (database.dialect === 'sqlite') tasks.add(versionIndexTask(database))
+  tasks.add({
+    name: 'session-cleanup',
+    intervalMs: 60 * 60 * 1000,
+    run: async () => void (await deleteExpiredSessions(database.db)),
+  })
+  app.addHook('onReady', async () => tasks.start())
   if (config.database.dialect === 'postgres' && config.keyCacheMs > 0) {
     const listener = listenForRevocations(config.database.connectionString, {
       onRevoked: (digest) => verifier.forgetDigest(digest),
@@ -99,8 +112,9 @@ export async function buildApp(options: BuildOptions): Promise<App> {
     })
     app.addHook('onClose', () => listener.close())
   }
-  app.decorate('shiplog', { writer, verifier, usage, database, config })
+  app.decorate('shiplog', { writer, verifier, usage, tasks, database, config })
   app.addHook('onClose', async () => {
+    await tasks.stop()
     await writer.close()
     await store.close()
     await usage.flush().catch((err) => app.log.warn({ err }, 'could not record API key last-used times'))
@@ -167,6 +181,7 @@ declare module 'fastify' {
       writer: EventWriter
       verifier: ApiKeyVerifier
       usage: KeyUsageRecorder
+      tasks: TaskRunner
       database: Database
       config: Config
     }

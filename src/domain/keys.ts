@@ -4,6 +4,7 @@ import type { Kysely } from 'kysely'
 import type { Database } from '../db/connect.js'
 import { announceRevocation } from '../db/revocations.js'
 import type { ApiKeyRow, DB } from '../db/schema.js'
+import type { Task } from './tasks.js'
 import { sha256Hex } from './text-rules.js'
 
 const BASE62 = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz'
@@ -210,35 +211,20 @@ export class ApiKeyVerifier {
 }
 
 /**
- * Remembers when each key was last used and writes that down every few seconds, so recording an
- * event costs no extra write. Times only move forward, even with several instances writing.
+ * Remembers when each key was last used; the background task (keyUsageTask) writes that down every
+ * few seconds, so recording an event costs no extra write. Times only move forward, even with
+ * several instances writing.
  */
 export class KeyUsageRecorder {
   readonly #pending = new Map<number, number>()
-  #timer: NodeJS.Timeout | null = null
 
-  constructor(
-    private readonly db: Kysely<DB>,
-    private readonly intervalMs = 10_000,
-    private readonly onError: (err: unknown) => void = () => {},
-  ) {}
+  constructor(private readonly db: Kysely<DB>) {}
 
   touch(keyId: number, at: number): void {
     this.#pending.set(keyId, at)
-    if (!this.#timer) {
-      this.#timer = setTimeout(() => {
-        this.#timer = null
-        this.flush().catch(this.onError)
-      }, this.intervalMs)
-      this.#timer.unref()
-    }
   }
 
   async flush(): Promise<void> {
-    if (this.#timer) {
-      clearTimeout(this.#timer)
-      this.#timer = null
-    }
     const batch = [...this.#pending]
     this.#pending.clear()
     for (let i = 0; i < batch.length; i++) {
@@ -258,4 +244,9 @@ export class KeyUsageRecorder {
       }
     }
   }
+}
+
+/** The background task that writes the last-used times down (see tasks.ts). */
+export function keyUsageTask(usage: KeyUsageRecorder, intervalMs = 10_000): Task {
+  return { name: 'key-usage', intervalMs, run: async () => void (await usage.flush()) }
 }

@@ -10,7 +10,6 @@ import {
   parseEventFilter,
   recentNames,
 } from '../../domain/events/queries.js'
-import { VersionIndexer } from '../../domain/events/version-index.js'
 import { logsPage } from '../../views/logs-page.js'
 import { HttpProblem } from '../problem.js'
 import type { UiContext } from './plugin.js'
@@ -47,13 +46,6 @@ function exportFilename(extension: 'csv' | 'json'): string {
 export const logsRoutes: FastifyPluginAsync<UiContext> = async (app, ctx) => {
   const { db } = ctx.database
   const dialect = ctx.database.dialect
-
-  // The version search index on SQLite is filled in the background while the app runs.
-  const indexer = new VersionIndexer(ctx.database, (err) =>
-    app.log.warn({ err }, 'version search index: a batch failed; will retry'),
-  )
-  app.addHook('onReady', async () => indexer.start())
-  app.addHook('onClose', async () => indexer.stop())
 
   app.get('/logs', async (request, reply) => {
     const q = request.url.indexOf('?')

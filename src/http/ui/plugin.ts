@@ -7,7 +7,7 @@ import type { FastifyInstance, FastifyPluginAsync, FastifyReply, FastifyRequest 
 import type { Config } from '../../config.js'
 import type { Database } from '../../db/connect.js'
 import type { ApiKeyVerifier } from '../../domain/keys.js'
-import { deleteExpiredSessions, findSession, type SessionUser } from '../../domain/sessions.js'
+import { findSession, type SessionUser } from '../../domain/sessions.js'
 import { hasControlCharacter } from '../../domain/text-rules.js'
 import { PUBLIC_DIR } from '../../paths.js'
 import { errorPage } from '../../views/auth-pages.js'
@@ -96,16 +96,6 @@ export const uiRoutes: FastifyPluginAsync<UiOptions> = async (app: FastifyInstan
     if (request.method !== 'POST' || request.routeOptions.config.methodNotAllowed) return done()
     app.csrfProtection(request, reply, done)
   })
-
-  const sweep = setInterval(
-    () =>
-      deleteExpiredSessions(database.db).catch((err) =>
-        app.log.warn({ err }, 'could not delete expired sessions'),
-      ),
-    60 * 60 * 1000,
-  )
-  sweep.unref()
-  app.addHook('onClose', async () => clearInterval(sweep))
 
   const ctx: UiContext = {
     ...options,
