@@ -1,11 +1,9 @@
 // Builds the Fastify application from its plugins and routes; server.ts listens, tests inject.
 
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
-import Fastify, { type FastifyInstance } from 'fastify'
-import type { Redis } from 'ioredis'
+import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify'
 import type { Config } from './config.js'
 import type { Database } from './db/connect.js'
-import { listenForRevocations } from './db/revocations.js'
 import { isDatabaseUnavailable, outageLogFor } from './domain/database-errors.js'
 import { eventStoreFor } from './domain/events/store.js'
 import { versionIndexTask } from './domain/events/version-index.js'
@@ -18,28 +16,39 @@ import { healthRoutes } from './http/api/health.js'
 import { INGEST_PATHS, ingestRoutes } from './http/api/ingest.js'
 import { loggerOptions } from './http/logging.js'
 import { answerClientError, answerFrameworkError, problems, registerProblemHandlers } from './http/problem.js'
-import {
-  MemoryRateLimitStore,
-  type RateLimitStore,
-  RedisHealthLog,
-  RedisRateLimitStore,
-} from './http/rate-limit.js'
+import { MemoryRateLimitStore, type RateLimitStore, RedisRateLimitStore } from './http/rate-limit.js'
 import { API_SECURITY_HEADERS, SECURITY_HEADERS } from './http/security-headers.js'
 import { uiRoutes } from './http/ui/plugin.js'
+import type { AppResources } from './resources.js'
 
 export interface BuildOptions {
   config: Config
   database: Database
+  /**
+   * What the app uses but does not open (see src/resources.ts; server.ts opens and closes them).
+   * Without it: the secret from the configuration (or the database), counters in memory, and no
+   * revocation channel.
+   */
+  resources?: AppResources
   /** Pino options or false; tests pass false or a stream. */
   logger?: boolean | Record<string, unknown>
+  /** A logger already made (server.ts makes it before opening anything); wins over `logger`. */
+  loggerInstance?: FastifyBaseLogger
 }
 
 export type App = FastifyInstance
 
 export async function buildApp(options: BuildOptions): Promise<App> {
   const { config, database } = options
+  const resources = options.resources ?? {
+    secret: config.secret ?? (await ensureSecret(database.db)),
+    redis: null,
+    revocations: null,
+  }
   const app = Fastify({
-    logger: options.logger === undefined ? loggerOptions(config.logLevel) : options.logger,
+    ...(options.loggerInstance
+      ? { loggerInstance: options.loggerInstance }
+      : { logger: options.logger === undefined ? loggerOptions(config.logLevel) : options.logger }),
     trustProxy: config.trustProxy,
     // Slow or stalled clients must not hold connections for ever (see also server.ts).
     requestTimeout: config.requestTimeoutMs,
@@ -59,36 +68,15 @@ export async function buildApp(options: BuildOptions): Promise<App> {
 
   registerProblemHandlers(app)
 
-  let rateLimitStore: RateLimitStore = new MemoryRateLimitStore()
-  if (config.redisUrl) {
-    // No offline queue: while Redis is away, counting fails at once and requests are allowed,
-    // rather than waiting on a reconnect.
-    // Loaded only when configured: most installations never need it at start-up.
-    const { Redis } = await import('ioredis')
-    const redis = new Redis(config.redisUrl, {
-      lazyConnect: true,
-      maxRetriesPerRequest: 1,
-      enableOfflineQueue: false,
-    })
-    const health = new RedisHealthLog(app.log)
-    redis.on('error', (err) => health.failed(err))
-    redis.on('ready', () => health.recovered())
-    app.addHook('onClose', async () => {
-      redis.disconnect()
-    })
-    await connectWithin(redis, 2000).catch((err) => health.failed(err))
-    rateLimitStore = new RedisRateLimitStore(redis, health)
-  }
+  const rateLimitStore: RateLimitStore = resources.redis
+    ? new RedisRateLimitStore(resources.redis.client, resources.redis.health)
+    : new MemoryRateLimitStore()
 
   const store = eventStoreFor(database)
   const writer = new EventWriter(store)
   const verifier = new ApiKeyVerifier(database, { ttlMs: config.keyCacheMs })
   // While the database is away these would repeat every few seconds; the outage log says it once.
   const outages = outageLogFor(database)
-  const backgroundFailure = (message: string) => (err: unknown) => {
-    if (isDatabaseUnavailable(err)) outages.failed(app.log, err)
-    else app.log.warn({ err }, message)
-  }
   const usage = new KeyUsageRecorder(database.db)
   // Background work: one runner, started when the app is ready and stopped when it closes.
   const tasks = new TaskRunner(app.log, (_, err) => {
@@ -104,14 +92,10 @@ export async function buildApp(options: BuildOptions): Promise<App> {
     run: async () => void (await deleteExpiredSessions(database.db)),
   })
   app.addHook('onReady', async () => tasks.start())
-  if (config.database.dialect === 'postgres' && config.keyCacheMs > 0) {
-    const listener = listenForRevocations(config.database.connectionString, {
-      onRevoked: (digest) => verifier.forgetDigest(digest),
-      onGap: () => verifier.clear(),
-      onError: backgroundFailure('revocation listener: connection problem; reconnecting'),
-    })
-    app.addHook('onClose', () => listener.close())
-  }
+  resources.revocations?.subscribe({
+    onRevoked: (digest) => verifier.forgetDigest(digest),
+    onGap: () => verifier.clear(),
+  })
   app.decorate('shiplog', { writer, verifier, usage, tasks, database, config })
   app.addHook('onClose', async () => {
     await tasks.stop()
@@ -144,8 +128,6 @@ export async function buildApp(options: BuildOptions): Promise<App> {
     done()
   })
 
-  const secret = config.secret ?? (await ensureSecret(database.db))
-
   await app.register(healthRoutes, { database })
   await app.register(ingestRoutes, {
     writer,
@@ -155,24 +137,14 @@ export async function buildApp(options: BuildOptions): Promise<App> {
     rateLimitPerMinute: config.rateLimitPerMinute,
     rateLimitStore,
   })
-  await app.register(uiRoutes, { config: { ...config, secret }, database, verifier, rateLimitStore })
+  await app.register(uiRoutes, {
+    config: { ...config, secret: resources.secret },
+    database,
+    verifier,
+    rateLimitStore,
+  })
 
   return app
-}
-
-/** Connects, but gives up waiting after `ms` (ioredis keeps retrying in the background). */
-async function connectWithin(redis: Redis, ms: number): Promise<void> {
-  let timer: NodeJS.Timeout | undefined
-  try {
-    await Promise.race([
-      redis.connect(),
-      new Promise((_, reject) => {
-        timer = setTimeout(() => reject(new Error(`no answer within ${ms} ms`)), ms)
-      }),
-    ])
-  } finally {
-    clearTimeout(timer)
-  }
 }
 
 declare module 'fastify' {

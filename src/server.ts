@@ -1,5 +1,6 @@
 // Starts the HTTP server and shuts it down gracefully on SIGTERM/SIGINT; nothing else.
 import type { Server } from 'node:http'
+import { type Logger, pino } from 'pino'
 import { type App, buildApp } from './app.js'
 import { type Config, configurationWarnings } from './config.js'
 import { type Database, openDatabase } from './db/connect.js'
@@ -7,6 +8,7 @@ import { migrateToLatest } from './db/migrate.js'
 import { countUsers } from './domain/accounts.js'
 import { outageLogFor } from './domain/database-errors.js'
 import { loggerOptions } from './http/logging.js'
+import { type OpenedResources, openResources } from './resources.js'
 
 export interface RunningServer {
   app: App
@@ -16,21 +18,31 @@ export interface RunningServer {
 }
 
 export interface StartOptions {
-  /** Pino options for the server's log; by default the JSON lines of loggerOptions(). */
-  logger?: Record<string, unknown>
+  /** Where the server logs; by default JSON lines (loggerOptions) on stdout. */
+  logger?: Logger
 }
 
+/**
+ * Opens everything in order (logger, database and its migrations, secret, Redis, revocation
+ * channel), builds the app from them and listens; stop() closes them in reverse.
+ */
 export async function startServer(config: Config, options: StartOptions = {}): Promise<RunningServer> {
-  let app: App | undefined
+  const log = options.logger ?? pino(loggerOptions(config.logLevel))
   const database = openDatabase(config.database, {
     // One line per outage, not one per dropped connection (see OutageLog).
-    onPoolError: (err) => {
-      if (app) outageLogFor(database).failed(app.log, err)
-    },
+    onPoolError: (err) => outageLogFor(database).failed(log, err),
   })
+  let resources: OpenedResources | undefined
+  let app: App | undefined
+  const closeAll = async () => {
+    await app?.close()
+    await resources?.close()
+    await database.close()
+  }
   try {
     await migrateToLatest(database)
-    app = await buildApp({ config, database, logger: options.logger ?? loggerOptions(config.logLevel) })
+    resources = await openResources(config, database, log)
+    app = await buildApp({ config, database, resources, loggerInstance: log })
     boundSlowClients(app.server, config)
     const address = await app.listen({ port: config.port, host: config.host })
     const running = app
@@ -42,20 +54,17 @@ export async function startServer(config: Config, options: StartOptions = {}): P
       stop: () => {
         if (!stopping) {
           // Stop accepting, let in-flight requests and the pending batch finish, then close the
-          // database. Keep-alive connections that finish their last request after close() began would
-          // stay open until keepAliveTimeout (65 s); close each as soon as it falls idle.
+          // rest in reverse order. Keep-alive connections that finish their last request after
+          // close() began would stay open until keepAliveTimeout (65 s); close each as soon as it
+          // falls idle.
           const sweep = setInterval(() => running.server.closeIdleConnections(), 100)
-          stopping = running.close().finally(() => {
-            clearInterval(sweep)
-            return database.close()
-          })
+          stopping = closeAll().finally(() => clearInterval(sweep))
         }
         return stopping
       },
     }
   } catch (err) {
-    await app?.close().catch(() => {})
-    await database.close().catch(() => {})
+    await closeAll().catch(() => {})
     throw err
   }
 }
@@ -78,18 +87,18 @@ function boundSlowClients(server: Server, config: Config): void {
  * The log for a person at a terminal: one readable line per entry (pino-pretty), times of day
  * instead of epoch milliseconds. Loaded only then, so a server under a supervisor never loads it.
  */
-async function terminalLogger(config: Config): Promise<Record<string, unknown>> {
+async function terminalLogger(config: Config): Promise<Logger> {
   const { default: pretty } = await import('pino-pretty')
-  return {
-    ...loggerOptions(config.logLevel),
-    stream: pretty({
+  return pino(
+    loggerOptions(config.logLevel),
+    pretty({
       colorize: true,
       translateTime: 'SYS:HH:MM:ss',
       ignore: 'pid,hostname,reqId',
       singleLine: true,
       sync: true,
     }),
-  }
+  )
 }
 
 /** The address to tell a person: the public one, else where the server listens. */

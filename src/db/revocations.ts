@@ -14,7 +14,14 @@ export async function announceRevocation(database: Database, digest: string): Pr
   await sql`select pg_notify(${KEY_REVOKED_CHANNEL}, ${digest})`.execute(database.db)
 }
 
+export interface RevocationHandlers {
+  onRevoked(digest: string): void
+  onGap(): void
+}
+
 export interface RevocationListener {
+  /** Adds handlers for what the connection hears (an app's key cache); opened before the app. */
+  subscribe(handlers: RevocationHandlers): void
   close(): Promise<void>
 }
 
@@ -25,8 +32,18 @@ export interface RevocationListener {
  */
 export function listenForRevocations(
   connectionString: string,
-  handlers: { onRevoked(digest: string): void; onGap(): void; onError(err: unknown): void },
+  onError: (err: unknown) => void,
 ): RevocationListener {
+  const subscribers: RevocationHandlers[] = []
+  const handlers = {
+    onRevoked: (digest: string) => {
+      for (const s of subscribers) s.onRevoked(digest)
+    },
+    onGap: () => {
+      for (const s of subscribers) s.onGap()
+    },
+    onError,
+  }
   let client: pg.Client | null = null
   let closed = false
   let retryTimer: NodeJS.Timeout | null = null
@@ -75,6 +92,11 @@ export function listenForRevocations(
 
   void connect()
   return {
+    subscribe(added) {
+      subscribers.push(added)
+      // Whatever was announced before it subscribed is unknown to it.
+      added.onGap()
+    },
     async close() {
       closed = true
       if (retryTimer) clearTimeout(retryTimer)

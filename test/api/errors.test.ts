@@ -3,10 +3,12 @@ import assert from 'node:assert/strict'
 import { randomBytes } from 'node:crypto'
 import { test } from 'node:test'
 import type { InjectOptions, LightMyRequestResponse } from 'fastify'
+import { pino } from 'pino'
 import { buildApp } from '../../src/app.js'
 import { openDatabase } from '../../src/db/connect.js'
 import { migrateToLatest } from '../../src/db/migrate.js'
 import { revokeApiKey } from '../../src/domain/keys.js'
+import { openResources } from '../../src/resources.js'
 import {
   addTenant,
   buildTestApp,
@@ -386,7 +388,10 @@ test('Redis unreachable: one warning without a stack, failures counted, requests
   const database = openDatabase(config.database)
   t.after(() => database.close())
   await migrateToLatest(database)
-  const app = await buildApp({ config, database, logger: { level: 'info', stream } })
+  const log = pino({ level: 'info' }, stream)
+  const resources = await openResources(config, database, log)
+  t.after(() => resources.close())
+  const app = await buildApp({ config, database, resources, loggerInstance: log })
   t.after(() => app.close())
   const { key } = await addTenant(database, 'Acme')
   const send = () =>
