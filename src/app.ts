@@ -1,37 +1,54 @@
 // Builds the Fastify application from its plugins and routes; server.ts listens, tests inject.
 
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
-import Fastify, { type FastifyInstance } from 'fastify'
-import type { Redis } from 'ioredis'
+import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify'
 import type { Config } from './config.js'
 import type { Database } from './db/connect.js'
-import { listenForRevocations } from './db/revocations.js'
 import { isDatabaseUnavailable, outageLogFor } from './domain/database-errors.js'
 import { eventStoreFor } from './domain/events/store.js'
+import { versionIndexTask } from './domain/events/version-index.js'
 import { EventWriter } from './domain/events/writer.js'
-import { ApiKeyVerifier, KeyUsageRecorder } from './domain/keys.js'
+import { ApiKeyVerifier, KeyUsageRecorder, keyUsageTask } from './domain/keys.js'
+import { deleteExpiredSessions } from './domain/sessions.js'
 import { ensureSecret } from './domain/settings.js'
+import { TaskRunner } from './domain/tasks.js'
 import { healthRoutes } from './http/api/health.js'
 import { INGEST_PATHS, ingestRoutes } from './http/api/ingest.js'
 import { loggerOptions } from './http/logging.js'
-import { answerClientError, problems, registerProblemHandlers } from './http/problem.js'
+import { answerClientError, answerFrameworkError, problems, registerProblemHandlers } from './http/problem.js'
 import { MemoryRateLimitStore, type RateLimitStore, RedisRateLimitStore } from './http/rate-limit.js'
 import { API_SECURITY_HEADERS, SECURITY_HEADERS } from './http/security-headers.js'
 import { uiRoutes } from './http/ui/plugin.js'
+import type { AppResources } from './resources.js'
 
 export interface BuildOptions {
   config: Config
   database: Database
+  /**
+   * What the app uses but does not open (see src/resources.ts; server.ts opens and closes them).
+   * Without it: the secret from the configuration (or the database), counters in memory, and no
+   * revocation channel.
+   */
+  resources?: AppResources
   /** Pino options or false; tests pass false or a stream. */
   logger?: boolean | Record<string, unknown>
+  /** A logger already made (server.ts makes it before opening anything); wins over `logger`. */
+  loggerInstance?: FastifyBaseLogger
 }
 
 export type App = FastifyInstance
 
 export async function buildApp(options: BuildOptions): Promise<App> {
   const { config, database } = options
+  const resources = options.resources ?? {
+    secret: config.secret ?? (await ensureSecret(database.db)),
+    redis: null,
+    revocations: null,
+  }
   const app = Fastify({
-    logger: options.logger === undefined ? loggerOptions(config.logLevel) : options.logger,
+    ...(options.loggerInstance
+      ? { loggerInstance: options.loggerInstance }
+      : { logger: options.logger === undefined ? loggerOptions(config.logLevel) : options.logger }),
     trustProxy: config.trustProxy,
     // Slow or stalled clients must not hold connections for ever (see also server.ts).
     requestTimeout: config.requestTimeoutMs,
@@ -43,63 +60,64 @@ export async function buildApp(options: BuildOptions): Promise<App> {
     routerOptions: { ignoreDuplicateSlashes: false },
     // Requests the HTTP parser refuses get problem+json like every other error.
     clientErrorHandler: answerClientError,
+    // Errors Fastify raises before routing (`GET /%ff`) get the same shape and headers.
+    frameworkErrors: answerFrameworkError,
     // Node would answer a missing Host itself, with an empty 400; the hook below answers it instead.
     http: { requireHostHeader: false },
   }).withTypeProvider<TypeBoxTypeProvider>()
 
   registerProblemHandlers(app)
 
-  let rateLimitStore: RateLimitStore = new MemoryRateLimitStore()
-  if (config.redisUrl) {
-    // No offline queue: while Redis is away, counting fails at once and requests are allowed,
-    // rather than waiting on a reconnect.
-    // Loaded only when configured: most installations never need it at start-up.
-    const { Redis } = await import('ioredis')
-    const redis = new Redis(config.redisUrl, {
-      lazyConnect: true,
-      maxRetriesPerRequest: 1,
-      enableOfflineQueue: false,
-    })
-    redis.on('error', (err) =>
-      app.log.warn({ err }, 'redis error; rate limits allow requests until it is back'),
-    )
-    app.addHook('onClose', async () => {
-      redis.disconnect()
-    })
-    await connectWithin(redis, 2000).catch((err) =>
-      app.log.warn({ err }, 'redis not reachable at start; rate limits allow requests until it is'),
-    )
-    rateLimitStore = new RedisRateLimitStore(redis)
-  }
+  const rateLimitStore: RateLimitStore = resources.redis
+    ? new RedisRateLimitStore(resources.redis.client, resources.redis.health)
+    : new MemoryRateLimitStore()
 
   const store = eventStoreFor(database)
   const writer = new EventWriter(store)
   const verifier = new ApiKeyVerifier(database, { ttlMs: config.keyCacheMs })
   // While the database is away these would repeat every few seconds; the outage log says it once.
   const outages = outageLogFor(database)
-  const backgroundFailure = (message: string) => (err: unknown) => {
-    if (isDatabaseUnavailable(err)) outages.failed(app.log, err)
-    else app.log.warn({ err }, message)
-  }
-  const usage = new KeyUsageRecorder(
-    database.db,
-    10_000,
-    backgroundFailure('could not record API key last-used times; will retry'),
-  )
-  if (config.database.dialect === 'postgres' && config.keyCacheMs > 0) {
-    const listener = listenForRevocations(config.database.connectionString, {
-      onRevoked: (digest) => verifier.forgetDigest(digest),
-      onGap: () => verifier.clear(),
-      onError: backgroundFailure('revocation listener: connection problem; reconnecting'),
-    })
-    app.addHook('onClose', () => listener.close())
-  }
-  app.decorate('shiplog', { writer, verifier, usage, database, config })
+  const usage = new KeyUsageRecorder(database.db)
+  // Background work: one runner, started when the app is ready and stopped when it closes.
+  const tasks = new TaskRunner(app.log, (_, err) => {
+    if (!isDatabaseUnavailable(err)) return false
+    outages.failed(app.log, err)
+    return true
+  })
+  tasks.add(keyUsageTask(usage))
+  if (database.dialect === 'sqlite') tasks.add(versionIndexTask(database))
+  tasks.add({
+    name: 'session-cleanup',
+    intervalMs: 60 * 60 * 1000,
+    run: async () => void (await deleteExpiredSessions(database.db)),
+  })
+  app.addHook('onReady', async () => tasks.start())
+  resources.revocations?.subscribe({
+    onRevoked: (digest) => verifier.forgetDigest(digest),
+    onGap: () => verifier.clear(),
+  })
+  app.decorate('shiplog', { writer, verifier, usage, tasks, database, config })
   app.addHook('onClose', async () => {
+    await tasks.stop()
     await writer.close()
     await store.close()
     await usage.flush().catch((err) => app.log.warn({ err }, 'could not record API key last-used times'))
   })
+
+  if (config.trustProxy) {
+    // Behind a proxy, the scheme the client used comes from X-Forwarded-Proto, and it ends up in
+    // links, snippets and cookie flags: anything but http or https (`javascript`) is dropped, so
+    // the connection's own scheme counts instead.
+    app.addHook('onRequest', (request, _reply, done) => {
+      const forwarded = request.raw.headers['x-forwarded-proto']
+      if (forwarded !== undefined) {
+        const last = String(forwarded).split(',').at(-1)?.trim().toLowerCase()
+        if (last === 'http' || last === 'https') request.raw.headers['x-forwarded-proto'] = last
+        else delete request.raw.headers['x-forwarded-proto']
+      }
+      done()
+    })
+  }
 
   app.addHook('onRequest', (request, reply, done) => {
     reply.headers(INGEST_PATHS.has(request.routeOptions.url ?? '') ? API_SECURITY_HEADERS : SECURITY_HEADERS)
@@ -110,8 +128,6 @@ export async function buildApp(options: BuildOptions): Promise<App> {
     done()
   })
 
-  const secret = config.secret ?? (await ensureSecret(database.db))
-
   await app.register(healthRoutes, { database })
   await app.register(ingestRoutes, {
     writer,
@@ -121,24 +137,14 @@ export async function buildApp(options: BuildOptions): Promise<App> {
     rateLimitPerMinute: config.rateLimitPerMinute,
     rateLimitStore,
   })
-  await app.register(uiRoutes, { config: { ...config, secret }, database, verifier, rateLimitStore })
+  await app.register(uiRoutes, {
+    config: { ...config, secret: resources.secret },
+    database,
+    verifier,
+    rateLimitStore,
+  })
 
   return app
-}
-
-/** Connects, but gives up waiting after `ms` (ioredis keeps retrying in the background). */
-async function connectWithin(redis: Redis, ms: number): Promise<void> {
-  let timer: NodeJS.Timeout | undefined
-  try {
-    await Promise.race([
-      redis.connect(),
-      new Promise((_, reject) => {
-        timer = setTimeout(() => reject(new Error(`no answer within ${ms} ms`)), ms)
-      }),
-    ])
-  } finally {
-    clearTimeout(timer)
-  }
 }
 
 declare module 'fastify' {
@@ -147,6 +153,7 @@ declare module 'fastify' {
       writer: EventWriter
       verifier: ApiKeyVerifier
       usage: KeyUsageRecorder
+      tasks: TaskRunner
       database: Database
       config: Config
     }

@@ -208,6 +208,19 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Conf
   })
 }
 
+/** What the operator should hear about a configuration that works but is likely not what they want. */
+export function configurationWarnings(config: Config): string[] {
+  const warnings: string[] = []
+  if (config.trustProxy && config.publicUrl === null) {
+    warnings.push(
+      'SHIPLOG_TRUST_PROXY is on but SHIPLOG_PUBLIC_URL is unset: the links and pipeline snippets in ' +
+        'Settings take their address from the X-Forwarded-Proto and X-Forwarded-Host headers the proxy ' +
+        'passes on; set SHIPLOG_PUBLIC_URL to the address users reach Shiplog at',
+    )
+  }
+  return warnings
+}
+
 /** Reads the secret kept beside the SQLite file, creating it (mode 0600) on first start. */
 function secretFromDataDir(dbPath: string): string {
   const file = join(dirname(dbPath), 'secret')
@@ -221,7 +234,8 @@ function secretFromDataDir(dbPath: string): string {
   }
   const secret = randomBytes(32).toString('hex')
   try {
-    mkdirSync(dirname(file), { recursive: true })
+    // The directory holds the secret and the database: its owner's only, when Shiplog makes it.
+    mkdirSync(dirname(file), { recursive: true, mode: 0o700 })
     writeFileSync(file, `${secret}\n`, { mode: 0o600, flag: 'w' })
   } catch (err) {
     throw new ConfigError(`cannot create ${file}: ${(err as Error).message}`)

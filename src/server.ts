@@ -1,53 +1,70 @@
 // Starts the HTTP server and shuts it down gracefully on SIGTERM/SIGINT; nothing else.
 import type { Server } from 'node:http'
+import { type Logger, pino } from 'pino'
 import { type App, buildApp } from './app.js'
-import type { Config } from './config.js'
-import { openDatabase } from './db/connect.js'
+import { type Config, configurationWarnings } from './config.js'
+import { type Database, openDatabase } from './db/connect.js'
 import { migrateToLatest } from './db/migrate.js'
+import { countUsers } from './domain/accounts.js'
 import { outageLogFor } from './domain/database-errors.js'
 import { loggerOptions } from './http/logging.js'
+import { type OpenedResources, openResources } from './resources.js'
 
 export interface RunningServer {
   app: App
+  database: Database
   address: string
   stop(): Promise<void>
 }
 
-export async function startServer(config: Config): Promise<RunningServer> {
-  let app: App | undefined
+export interface StartOptions {
+  /** Where the server logs; by default JSON lines (loggerOptions) on stdout. */
+  logger?: Logger
+}
+
+/**
+ * Opens everything in order (logger, database and its migrations, secret, Redis, revocation
+ * channel), builds the app from them and listens; stop() closes them in reverse.
+ */
+export async function startServer(config: Config, options: StartOptions = {}): Promise<RunningServer> {
+  const log = options.logger ?? pino(loggerOptions(config.logLevel))
   const database = openDatabase(config.database, {
     // One line per outage, not one per dropped connection (see OutageLog).
-    onPoolError: (err) => {
-      if (app) outageLogFor(database).failed(app.log, err)
-    },
+    onPoolError: (err) => outageLogFor(database).failed(log, err),
   })
+  let resources: OpenedResources | undefined
+  let app: App | undefined
+  const closeAll = async () => {
+    await app?.close()
+    await resources?.close()
+    await database.close()
+  }
   try {
     await migrateToLatest(database)
-    app = await buildApp({ config, database, logger: loggerOptions(config.logLevel) })
+    resources = await openResources(config, database, log)
+    app = await buildApp({ config, database, resources, loggerInstance: log })
     boundSlowClients(app.server, config)
     const address = await app.listen({ port: config.port, host: config.host })
     const running = app
     let stopping: Promise<void> | null = null
     return {
       app: running,
+      database,
       address,
       stop: () => {
         if (!stopping) {
           // Stop accepting, let in-flight requests and the pending batch finish, then close the
-          // database. Keep-alive connections that finish their last request after close() began would
-          // stay open until keepAliveTimeout (65 s); close each as soon as it falls idle.
+          // rest in reverse order. Keep-alive connections that finish their last request after
+          // close() began would stay open until keepAliveTimeout (65 s); close each as soon as it
+          // falls idle.
           const sweep = setInterval(() => running.server.closeIdleConnections(), 100)
-          stopping = running.close().finally(() => {
-            clearInterval(sweep)
-            return database.close()
-          })
+          stopping = closeAll().finally(() => clearInterval(sweep))
         }
         return stopping
       },
     }
   } catch (err) {
-    await app?.close().catch(() => {})
-    await database.close().catch(() => {})
+    await closeAll().catch(() => {})
     throw err
   }
 }
@@ -66,16 +83,54 @@ function boundSlowClients(server: Server, config: Config): void {
   sweeping.connectionsCheckingInterval = Math.min(1000, Math.floor(config.headersTimeoutMs / 4))
 }
 
+/**
+ * The log for a person at a terminal: one readable line per entry (pino-pretty), times of day
+ * instead of epoch milliseconds. Loaded only then, so a server under a supervisor never loads it.
+ */
+async function terminalLogger(config: Config): Promise<Logger> {
+  const { default: pretty } = await import('pino-pretty')
+  return pino(
+    loggerOptions(config.logLevel),
+    pretty({
+      colorize: true,
+      translateTime: 'SYS:HH:MM:ss',
+      ignore: 'pid,hostname,reqId',
+      singleLine: true,
+      sync: true,
+    }),
+  )
+}
+
+/** The address to tell a person: the public one, else where the server listens. */
+function addressForPeople(config: Config): string {
+  if (config.publicUrl) return config.publicUrl
+  // Listening on every interface: this machine reaches it as localhost.
+  const host = ['0.0.0.0', '::', ''].includes(config.host) ? 'localhost' : config.host
+  return `http://${host.includes(':') ? `[${host}]` : host}:${config.port}`
+}
+
+export interface ServeOptions {
+  /** Whether a person watches stdout (a terminal); by default whether stdout is a TTY. */
+  tty?: boolean
+}
+
 /** Runs until SIGTERM or SIGINT, then exits 0 after a graceful stop (1 if the stop failed). */
-export async function serveUntilSignalled(config: Config): Promise<void> {
-  const server = await startServer(config)
+export async function serveUntilSignalled(config: Config, options: ServeOptions = {}): Promise<void> {
+  const tty = options.tty ?? process.stdout.isTTY === true
+  const server = await startServer(config, tty ? { logger: await terminalLogger(config) } : {})
   const { app } = server
   app.log.info({ database: config.database.dialect }, `shiplog listening on ${server.address}`)
+  for (const warning of configurationWarnings(config)) app.log.warn(warning)
+  if (tty) {
+    const url = config.port === 0 ? server.address : addressForPeople(config)
+    const next = (await countUsers(server.database.db)) === 0 ? 'create the first account' : 'log in'
+    process.stdout.write(`\nShiplog is ready at ${url} — open it to ${next}\n\n`)
+  }
   let signalled = false
-  const onSignal = (signal: NodeJS.Signals) => {
+  const onSignal = (reason: string) => {
     if (signalled) return
     signalled = true
-    app.log.info(`${signal} received: finishing in-flight requests`)
+    app.log.info(`${reason}: finishing in-flight requests`)
     const force = setTimeout(() => {
       app.log.error('graceful stop took longer than 25 s; exiting')
       process.exit(1)
@@ -89,6 +144,17 @@ export async function serveUntilSignalled(config: Config): Promise<void> {
       },
     )
   }
-  process.on('SIGTERM', onSignal)
-  process.on('SIGINT', onSignal)
+  process.on('SIGTERM', () => onSignal('SIGTERM received'))
+  process.on('SIGINT', () => onSignal('SIGINT received'))
+  // npm and npx run the server under `sh -c`, and stopping npm stops that shell, which does not
+  // pass the signal on: this process would keep the port for ever. `npm start` execs node, so npm
+  // signals it directly; `npx shiplog serve` cannot, so under npm a parent that goes away counts as
+  // SIGTERM. Only under npm: a server started from a script with `&` must outlive the script.
+  if (process.env.npm_lifecycle_event !== undefined) {
+    const parent = process.ppid
+    const watch = setInterval(() => {
+      if (process.ppid !== parent) onSignal('npm, which started this server, has stopped')
+    }, 250)
+    watch.unref()
+  }
 }

@@ -13,8 +13,11 @@ import { migrateToLatest } from '../src/db/migrate.js'
 import type { Account } from '../src/db/schema.js'
 import { ensureAccount } from '../src/domain/accounts.js'
 import { createApiKey } from '../src/domain/keys.js'
+import { openResources, type ResourceLogger } from '../src/resources.js'
 
 export type TestDialect = 'sqlite' | 'postgres'
+
+const SILENT: ResourceLogger = { error: () => {}, warn: () => {}, info: () => {} }
 
 export const testDialect: TestDialect = process.env.SHIPLOG_TEST_DB === 'postgres' ? 'postgres' : 'sqlite'
 
@@ -141,9 +144,12 @@ export async function buildTestApp(t: TestContext | Cleanup, options: BuildOptio
   const config = testConfig(databaseUrl, options.env)
   const database = openDatabase(config.database)
   await migrateToLatest(database)
-  const app = await buildApp({ config, database, logger: false })
+  // Opened and closed as the server does (src/server.ts): the app only uses them.
+  const resources = await openResources(config, database, SILENT)
+  const app = await buildApp({ config, database, resources, logger: false })
   t.after(async () => {
     await app.close()
+    await resources.close()
     await database.close()
   })
   const tenant = await addTenant(database, 'Acme')

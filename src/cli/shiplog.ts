@@ -4,7 +4,6 @@ import { parseArgs } from 'node:util'
 import { ConfigError, loadConfig, redactUrl } from '../config.js'
 import { type Database, openDatabase } from '../db/connect.js'
 import { migrateToLatest } from '../db/migrate.js'
-import { announceRevocation } from '../db/revocations.js'
 import {
   accountNameProblem,
   createUser,
@@ -16,7 +15,7 @@ import {
   UserExistsError,
 } from '../domain/accounts.js'
 import { isDatabaseUnavailable } from '../domain/database-errors.js'
-import { createApiKey, listApiKeys, revokeApiKey } from '../domain/keys.js'
+import { createApiKey, listApiKeys, revokeApiKeyEverywhere } from '../domain/keys.js'
 import { passwordProblem } from '../domain/passwords.js'
 import { isUserRole, nameProblem, printableName, USER_ROLES } from '../domain/text-rules.js'
 import { PACKAGE_JSON } from '../paths.js'
@@ -258,8 +257,7 @@ async function keysRevoke(args: string[]): Promise<void> {
   const ref = positionals[0]
   await withDatabase(async (database) => {
     const account = await accountOrFail(database, accountName)
-    const row = await revokeApiKey(database.db, account.id, ref)
-    if (row) await announceRevocation(database, row.digest)
+    const row = await revokeApiKeyEverywhere(database, account.id, ref)
     if (!row)
       throw new CliError(
         `account "${account.name}" has no key ${/^\d+$/.test(ref) ? ref : 'matching that value'}`,

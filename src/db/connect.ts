@@ -1,5 +1,5 @@
 // Opens the database named by the configuration as a Kysely handle (SQLite or PostgreSQL).
-import { mkdirSync } from 'node:fs'
+import { closeSync, mkdirSync, openSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import { dirname } from 'node:path'
 import SqliteDatabase from 'better-sqlite3'
@@ -99,6 +99,17 @@ export function retainForProcessLifetime(...objects: unknown[]): void {
   retainedForProcessLifetime.push(...objects)
 }
 
+/**
+ * Creates the database file (and its directory, when missing) readable by its owner only: it holds
+ * every account's events and users. SQLite would create it with the umask's usual 0644; it gives
+ * the -wal and -shm files it makes later the main file's permissions, so they are 0600 too. An
+ * existing file is left as the operator set it.
+ */
+function createPrivately(path: string): void {
+  mkdirSync(dirname(path), { recursive: true, mode: 0o700 })
+  closeSync(openSync(path, 'a', 0o600))
+}
+
 /** A SQLite connection set up the way Shiplog needs it, with its statement cache. */
 export function openSqliteConnection(
   path: string,
@@ -107,7 +118,7 @@ export function openSqliteConnection(
   sqlite: SqliteDatabase.Database
   statements: StatementCache
 } {
-  if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true })
+  if (path !== ':memory:') createPrivately(path)
   const sqlite = new SqliteDatabase(path)
   // WAL lets readers run beside the writer; synchronous=FULL fsyncs the WAL at every commit, so a
   // committed change survives power loss, not only a process crash. NORMAL is only for the event

@@ -2,9 +2,11 @@
 // database drop them from their key caches at once instead of after the cache's lifetime.
 import { sql } from 'kysely'
 import type pg from 'pg'
-import { KEY_REVOKED_CHANNEL } from '../domain/keys.js'
 import type { Database } from './connect.js'
 import { loadPg } from './connect.js'
+
+/** PostgreSQL channel on which instances announce revoked keys (payload: the key's digest). */
+export const KEY_REVOKED_CHANNEL = 'shiplog_key_revoked'
 
 /** Tells every instance on the same PostgreSQL database that a key is revoked. No-op on SQLite. */
 export async function announceRevocation(database: Database, digest: string): Promise<void> {
@@ -12,7 +14,14 @@ export async function announceRevocation(database: Database, digest: string): Pr
   await sql`select pg_notify(${KEY_REVOKED_CHANNEL}, ${digest})`.execute(database.db)
 }
 
+export interface RevocationHandlers {
+  onRevoked(digest: string): void
+  onGap(): void
+}
+
 export interface RevocationListener {
+  /** Adds handlers for what the connection hears (an app's key cache); opened before the app. */
+  subscribe(handlers: RevocationHandlers): void
   close(): Promise<void>
 }
 
@@ -23,8 +32,18 @@ export interface RevocationListener {
  */
 export function listenForRevocations(
   connectionString: string,
-  handlers: { onRevoked(digest: string): void; onGap(): void; onError(err: unknown): void },
+  onError: (err: unknown) => void,
 ): RevocationListener {
+  const subscribers: RevocationHandlers[] = []
+  const handlers = {
+    onRevoked: (digest: string) => {
+      for (const s of subscribers) s.onRevoked(digest)
+    },
+    onGap: () => {
+      for (const s of subscribers) s.onGap()
+    },
+    onError,
+  }
   let client: pg.Client | null = null
   let closed = false
   let retryTimer: NodeJS.Timeout | null = null
@@ -73,6 +92,11 @@ export function listenForRevocations(
 
   void connect()
   return {
+    subscribe(added) {
+      subscribers.push(added)
+      // Whatever was announced before it subscribed is unknown to it.
+      added.onGap()
+    },
     async close() {
       closed = true
       if (retryTimer) clearTimeout(retryTimer)

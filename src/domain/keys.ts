@@ -2,7 +2,9 @@
 import { randomInt } from 'node:crypto'
 import type { Kysely } from 'kysely'
 import type { Database } from '../db/connect.js'
+import { announceRevocation } from '../db/revocations.js'
 import type { ApiKeyRow, DB } from '../db/schema.js'
+import type { Task } from './tasks.js'
 import { sha256Hex } from './text-rules.js'
 
 const BASE62 = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz'
@@ -78,6 +80,24 @@ export async function revokeApiKey(
   const revokedAt = Date.now()
   await db.updateTable('api_keys').set({ revoked_at: revokedAt }).where('id', '=', row.id).execute()
   return { ...row, revoked_at: revokedAt }
+}
+
+/**
+ * The one revoke operation, for Settings and the CLI alike: revokes the key, drops it from this
+ * process's key cache (when there is one) and tells every other instance sharing the database to
+ * drop it from theirs. Undefined when the account has no such key.
+ */
+export async function revokeApiKeyEverywhere(
+  database: Database,
+  accountId: number,
+  idOrKey: string,
+  verifier?: ApiKeyVerifier,
+): Promise<ApiKeyRow | undefined> {
+  const row = await revokeApiKey(database.db, accountId, idOrKey)
+  if (!row) return undefined
+  verifier?.forget(row.id)
+  await announceRevocation(database, row.digest)
+  return row
 }
 
 /** What a request learns about the key that authenticated it. */
@@ -190,39 +210,21 @@ export class ApiKeyVerifier {
   }
 }
 
-/** PostgreSQL channel on which instances announce revoked keys (payload: the key's digest). */
-export const KEY_REVOKED_CHANNEL = 'shiplog_key_revoked'
-
 /**
- * Remembers when each key was last used and writes that down every few seconds, so recording an
- * event costs no extra write. Times only move forward, even with several instances writing.
+ * Remembers when each key was last used; the background task (keyUsageTask) writes that down every
+ * few seconds, so recording an event costs no extra write. Times only move forward, even with
+ * several instances writing.
  */
 export class KeyUsageRecorder {
   readonly #pending = new Map<number, number>()
-  #timer: NodeJS.Timeout | null = null
 
-  constructor(
-    private readonly db: Kysely<DB>,
-    private readonly intervalMs = 10_000,
-    private readonly onError: (err: unknown) => void = () => {},
-  ) {}
+  constructor(private readonly db: Kysely<DB>) {}
 
   touch(keyId: number, at: number): void {
     this.#pending.set(keyId, at)
-    if (!this.#timer) {
-      this.#timer = setTimeout(() => {
-        this.#timer = null
-        this.flush().catch(this.onError)
-      }, this.intervalMs)
-      this.#timer.unref()
-    }
   }
 
   async flush(): Promise<void> {
-    if (this.#timer) {
-      clearTimeout(this.#timer)
-      this.#timer = null
-    }
     const batch = [...this.#pending]
     this.#pending.clear()
     for (let i = 0; i < batch.length; i++) {
@@ -242,4 +244,9 @@ export class KeyUsageRecorder {
       }
     }
   }
+}
+
+/** The background task that writes the last-used times down (see tasks.ts). */
+export function keyUsageTask(usage: KeyUsageRecorder, intervalMs = 10_000): Task {
+  return { name: 'key-usage', intervalMs, run: async () => void (await usage.flush()) }
 }

@@ -19,39 +19,62 @@ export const REDACTED_PATHS = [
 ]
 
 // The key format (src/domain/keys.ts) with any length, so a truncated or mistyped key is hidden too.
-const KEY_LIKE = /shl_[0-9A-Za-z]+/g
+// Case-insensitive: the part after the prefix is the secret, however the prefix is spelled.
+const KEY_LIKE = /shl_[0-9A-Za-z]+/gi
+const KEY_START = /shl_[0-9A-Za-z]/i
 // Query parameters whose value is likely a credential. No form accepts a key in the URL, but a
 // pipeline that puts one there anyway (`?key=…`, `?token=…`) must not have it written to the log.
 const SENSITIVE_PARAMETER = /key|token|secret|passw|auth|session|csrf|cookie/i
 
+/**
+ * Percent-escapes turned into the bytes they stand for, one by one (as Latin-1 characters). Unlike
+ * decodeURIComponent this never throws, so a broken escape elsewhere cannot hide a key written
+ * `shl%5F…` or `%73hl_…`; the key alphabet is ASCII, so nothing is lost for finding keys.
+ */
+function percentDecoded(text: string): string {
+  let decoded = text
+  // A few rounds, so a key escaped twice (`shl%255F…`) is found too.
+  for (let round = 0; round < 3 && decoded.includes('%'); round++) {
+    decoded = decoded.replace(/%([0-9A-Fa-f]{2})/g, (_, hex: string) =>
+      String.fromCharCode(Number.parseInt(hex, 16)),
+    )
+  }
+  return decoded
+}
+
+/** A piece of the URL (path segment, parameter name or value) with any key in it blanked. */
+function redactPiece(piece: string): string {
+  if (!piece.includes('%')) return piece.replace(KEY_LIKE, `shl_${CENSOR}`)
+  // Written with escapes, the key only shows once decoded: then the whole piece goes.
+  return KEY_START.test(percentDecoded(piece)) ? `shl_${CENSOR}` : piece
+}
+
 /** The request URL as it may be logged: key-shaped strings and credential-like parameters blanked. */
 export function redactRequestUrl(url: string): string {
-  const masked = url.replace(KEY_LIKE, `shl_${CENSOR}`)
-  const q = masked.indexOf('?')
-  if (q === -1) return masked
-  const pairs = masked
+  const q = url.indexOf('?')
+  const path = (q === -1 ? url : url.slice(0, q)).split('/').map(redactPiece).join('/')
+  if (q === -1) return path
+  const pairs = url
     .slice(q + 1)
     .split('&')
     .map((pair) => {
       const eq = pair.indexOf('=')
       const rawName = eq === -1 ? pair : pair.slice(0, eq)
-      let name = rawName
-      try {
-        name = decodeURIComponent(rawName.replaceAll('+', ' '))
-      } catch {
-        // A broken escape: judge the name as written.
-      }
-      return eq !== -1 && SENSITIVE_PARAMETER.test(name) ? `${rawName}=${CENSOR}` : pair
+      const name = percentDecoded(rawName.replaceAll('+', ' '))
+      if (eq !== -1 && SENSITIVE_PARAMETER.test(name)) return `${redactPiece(rawName)}=${CENSOR}`
+      return eq === -1 ? redactPiece(pair) : `${redactPiece(rawName)}=${redactPiece(pair.slice(eq + 1))}`
     })
-  return `${masked.slice(0, q)}?${pairs.join('&')}`
+  return `${path}?${pairs.join('&')}`
 }
 
-/** What is logged about each request: Fastify's default fields, with the URL redacted. */
+/**
+ * What is logged about each request: Fastify's default fields, with the URL redacted and without
+ * the Host header, which the client writes as it likes (a key sent there would be logged as is).
+ */
 function serializeRequest(request: FastifyRequest): Record<string, unknown> {
   return {
     method: request.method,
     url: redactRequestUrl(request.url),
-    host: request.host,
     remoteAddress: request.ip,
     remotePort: request.socket?.remotePort,
   }

@@ -5,6 +5,7 @@ import { isDatabaseUnavailable, outageLogFor } from '../domain/database-errors.j
 import type { FieldError } from '../domain/events/event.js'
 import { WriterClosedError } from '../domain/events/writer.js'
 import { errorPage } from '../views/auth-pages.js'
+import { SECURITY_HEADERS } from './security-headers.js'
 
 export const PROBLEM_CONTENT_TYPE = 'application/problem+json; charset=utf-8'
 
@@ -164,6 +165,27 @@ export function registerProblemHandlers(app: FastifyInstance): void {
       generic(404, 'not-found', `Nothing is served at ${request.method} ${request.url.split('?')[0]}.`),
     )
   })
+}
+
+/**
+ * Answers the errors Fastify raises before routing (a URL that does not decode, `GET /%ff`; a path
+ * parameter over the length limit): problem+json with the security headers, like every other
+ * answer. Fastify's default echoed the URL back in plain JSON; the URL is not repeated here, since
+ * it may carry anything, a key included.
+ */
+export function answerFrameworkError(err: FastifyError, request: FastifyRequest, reply: FastifyReply): void {
+  reply.headers(SECURITY_HEADERS)
+  let problem: HttpProblem
+  if (err.code === 'FST_ERR_BAD_URL') {
+    problem = generic(400, 'malformed-url', 'The request URL is not valid percent-encoded UTF-8.')
+  } else if (err.code === 'FST_ERR_MAX_PARAM_LENGTH') {
+    problem = generic(414, 'uri-too-long', 'A part of the request URL is longer than allowed.')
+  } else {
+    request.log.error({ err }, 'request failed before routing')
+    problem = generic(500, 'internal-error', 'Something went wrong on our side; it has been logged.')
+  }
+  request.log.info({ code: err.code, status: problem.status }, 'request refused before routing')
+  sendProblem(reply, problem)
 }
 
 declare module 'fastify' {

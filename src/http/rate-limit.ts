@@ -46,17 +46,26 @@ if ttl < 0 then redis.call('PEXPIRE', KEYS[1], ARGV[1]); ttl = tonumber(ARGV[1])
 return {count, ttl}
 `
 
+/** A store failure the store has already reported (to its RedisHealthLog): not to be logged again. */
+class ReportedStoreError extends Error {}
+
 export class RedisRateLimitStore implements RateLimitStore {
   constructor(
     private readonly redis: Redis,
+    /** Where a failed count is reported, once per outage rather than once per request. */
+    private readonly health?: RedisHealthLog,
     private readonly prefix = 'shiplog:ratelimit:',
   ) {}
 
   async hit(key: string, windowMs: number): Promise<WindowCount> {
-    const result = (await this.redis.eval(HIT_SCRIPT, 1, this.prefix + key, String(windowMs))) as [
-      number,
-      number,
-    ]
+    let result: [number, number]
+    try {
+      result = (await this.redis.eval(HIT_SCRIPT, 1, this.prefix + key, String(windowMs))) as [number, number]
+    } catch (err) {
+      if (!this.health) throw err
+      this.health.failed(err)
+      throw new ReportedStoreError('rate limit store unavailable', { cause: err })
+    }
     return { count: Number(result[0]), resetMs: Number(result[1]) }
   }
 }
@@ -82,7 +91,7 @@ export async function checkRateLimit(
   try {
     counted = await store.hit(key, windowMs)
   } catch (err) {
-    onStoreError(err)
+    if (!(err instanceof ReportedStoreError)) onStoreError(err)
     return { allowed: true, headers: {} }
   }
   const resetSeconds = String(Math.max(1, Math.ceil(counted.resetMs / 1000)))
@@ -94,4 +103,62 @@ export async function checkRateLimit(
   }
   if (counted.count <= limit) return { allowed: true, headers }
   return { allowed: false, headers: { ...headers, 'retry-after': resetSeconds } }
+}
+
+/** The part of a pino (Fastify) logger that a RedisHealthLog writes to. */
+export interface RedisHealthLogger {
+  warn(fields: Record<string, unknown>, message: string): void
+  info(fields: Record<string, unknown>, message: string): void
+}
+
+/**
+ * Says once that Redis is away instead of at every reconnect attempt: ioredis reports each failed
+ * attempt (about one a second), and a warning with a stack trace for each buried everything else.
+ * Later failures are counted, with a reminder at most every `reminderMs`; one line says when it is
+ * back. Like the database's OutageLog, but a warning: requests are still served meanwhile.
+ */
+export class RedisHealthLog {
+  #downSince: number | null = null
+  #lastLineAt = 0
+  #failures = 0
+
+  constructor(
+    private readonly log: RedisHealthLogger,
+    private readonly reminderMs = 60_000,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  failed(err: unknown): void {
+    const now = this.now()
+    const reason = err instanceof Error ? err.message : String(err)
+    const code = (err as { code?: unknown } | null)?.code
+    this.#failures++
+    if (this.#downSince === null) {
+      this.#downSince = now
+      this.#lastLineAt = now
+      this.#failures = 1
+      this.log.warn(
+        { code: typeof code === 'string' ? code : null },
+        `redis unavailable: ${reason}; rate limits allow requests until it is back ` +
+          '(further failures are counted, not logged one by one)',
+      )
+      return
+    }
+    if (now - this.#lastLineAt >= this.reminderMs) {
+      this.#lastLineAt = now
+      this.log.warn(
+        { failures: this.#failures, downForMs: now - this.#downSince },
+        `redis still unavailable: ${reason}; ${this.#failures} failed attempts so far`,
+      )
+    }
+  }
+
+  recovered(): void {
+    if (this.#downSince === null) return
+    this.log.info(
+      { failures: this.#failures, downForMs: this.now() - this.#downSince },
+      'redis available again; rate limits are shared again',
+    )
+    this.#downSince = null
+  }
 }

@@ -3,8 +3,20 @@ import assert from 'node:assert/strict'
 import { randomBytes } from 'node:crypto'
 import { test } from 'node:test'
 import type { InjectOptions, LightMyRequestResponse } from 'fastify'
+import { pino } from 'pino'
+import { buildApp } from '../../src/app.js'
+import { openDatabase } from '../../src/db/connect.js'
+import { migrateToLatest } from '../../src/db/migrate.js'
 import { revokeApiKey } from '../../src/domain/keys.js'
-import { buildTestApp, freshDatabaseUrl, type TestApp, testDialect } from '../helper.js'
+import { openResources } from '../../src/resources.js'
+import {
+  addTenant,
+  buildTestApp,
+  freshDatabaseUrl,
+  type TestApp,
+  testConfig,
+  testDialect,
+} from '../helper.js'
 import { TcpProxy } from '../support/tcp-proxy.js'
 
 type Form = 'put-get' | 'put-post' | 'deploy'
@@ -338,4 +350,77 @@ test('database unavailable → 503, and the service recovers by itself', async (
     (r) => r.version,
   )
   assert.deepEqual(versions, ['1.0.0', 'after'])
+})
+
+test('a URL that does not decode (GET /%ff) → 400 problem+json with the security headers, the URL not echoed', async (t) => {
+  const ctx = await buildTestApp(t)
+  for (const url of ['/%ff', '/put/%ff?app=a', '/logs/%E0%A4%A', '/deploy%c0']) {
+    for (const method of ['GET', 'POST'] as const) {
+      const res = await ctx.app.inject({ method, url, headers: { 'x-api-key': ctx.tenant.key } })
+      const body = assertProblem(res, 400)
+      assert.equal(body.type, 'urn:shiplog:problem:malformed-url', url)
+      assert.doesNotMatch(
+        res.body,
+        /%ff|%c0|%E0|FST_ERR/i,
+        `${url}: the URL and Fastify's code are not echoed`,
+      )
+      assert.equal(res.headers['x-content-type-options'], 'nosniff', url)
+      assert.match(String(res.headers['content-security-policy']), /frame-ancestors 'none'/, url)
+      assert.equal(res.headers['x-frame-options'], 'SAMEORIGIN', url)
+    }
+  }
+  await assertNothingStored(ctx)
+})
+
+test('Redis unreachable: one warning without a stack, failures counted, requests allowed, one line when it is back', async (t) => {
+  const redisUrl = new URL(process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379')
+  const proxy = new TcpProxy(redisUrl.hostname, Number(redisUrl.port || 6379))
+  await proxy.start()
+  t.after(() => proxy.stop())
+  const lines: Array<{ level: number; msg: string; [field: string]: unknown }> = []
+  const stream = {
+    write(line: string) {
+      lines.push(JSON.parse(line))
+    },
+  }
+  const databaseUrl = await freshDatabaseUrl(t)
+  const config = testConfig(databaseUrl, { REDIS_URL: `redis://127.0.0.1:${proxy.port}`, LOG_LEVEL: 'info' })
+  const database = openDatabase(config.database)
+  t.after(() => database.close())
+  await migrateToLatest(database)
+  const log = pino({ level: 'info' }, stream)
+  const resources = await openResources(config, database, log)
+  t.after(() => resources.close())
+  const app = await buildApp({ config, database, resources, loggerInstance: log })
+  t.after(() => app.close())
+  const { key } = await addTenant(database, 'Acme')
+  const send = () =>
+    app.inject({ method: 'POST', url: '/deploy', headers: { 'x-api-key': key }, payload: VALID })
+  assert.ok((await send()).headers['ratelimit-limit'], 'counted in Redis while it is there')
+
+  await proxy.stop()
+  // ioredis tries again about every second; each try used to log a warning with a stack trace.
+  const until = Date.now() + 4000
+  while (Date.now() < until) {
+    const res = await send()
+    assert.equal(res.statusCode, 201, 'requests are allowed while Redis is away')
+    await new Promise((resolve) => setTimeout(resolve, 200))
+  }
+  const redisLines = () => lines.filter((l) => /redis|rate limit/i.test(l.msg))
+  const down = redisLines()
+  assert.equal(down.length, 1, `one line while Redis is away:\n${down.map((l) => l.msg).join('\n')}`)
+  assert.equal(down[0]?.level, 40, 'a warning')
+  assert.match(down[0]?.msg ?? '', /redis unavailable/)
+  assert.doesNotMatch(JSON.stringify(down), /"stack"|\bat [\w.]+ \(/, 'no stack trace')
+
+  await proxy.start()
+  const deadline = Date.now() + 10_000
+  while (!lines.some((l) => /redis available again/.test(l.msg)) && Date.now() < deadline) {
+    await new Promise((resolve) => setTimeout(resolve, 100))
+  }
+  const back = redisLines().slice(1)
+  assert.equal(back.length, 1, `one line when it is back: ${back.map((l) => l.msg).join('\n')}`)
+  assert.equal(back[0]?.level, 30)
+  assert.ok(Number(back[0]?.failures) >= 2, 'the failures meanwhile were counted')
+  assert.ok((await send()).headers['ratelimit-limit'], 'counted in Redis again')
 })

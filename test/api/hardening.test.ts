@@ -435,6 +435,11 @@ test('no API key, password, session cookie or CSRF token reaches the log, even a
     // No form takes the key from the URL, but a pipeline that puts it there must not see it logged.
     [`/put?${query}&key=${key}`, {}, 401],
     [`/put?${query}&api_key=${key}`, {}, 401],
+    // Percent-encoded, the key is still a key once decoded.
+    [`/put?${query}&version=${key.replace('shl_', 'shl%5F')}`, {}, 401],
+    [`/put?${query}&note=%73${key.slice(1)}`, {}, 401],
+    [`/put/${key.replace('shl_', 'shl%5f')}?${query}`, {}, 404],
+    [`/put?${query}&v=${key.replace('shl_', 'shl%255F')}`, {}, 401],
     [`/put/${key}?${query}`, { headers: { 'x-api-key': key } }, 404],
     [`/put?${query}`, { headers: { 'x-api-key': revokedKey } }, 401],
     [`/put?${query}`, { headers: { 'x-api-key': unknownKey } }, 401],
@@ -462,6 +467,10 @@ test('no API key, password, session cookie or CSRF token reaches the log, even a
     ),
     431,
   )
+
+  // A key sent as the Host header (fetch cannot set it): the request log must not carry it.
+  assert.equal(await statusOf(server.port, `GET /healthz HTTP/1.1\r\nHost: ${key}\r\n\r\n`), 200)
+  assert.equal(await statusOf(server.port, `GET /nowhere HTTP/1.1\r\nHost: ${key}:80\r\n\r\n`), 404)
 
   // The web UI: failed and successful logins, a forged form, a key and a user created, a password
   // changed, logout.
@@ -563,4 +572,13 @@ test('redactRequestUrl blanks key-shaped strings and credential-like parameters,
     '/logs/?service=a&status=Failed&before=12',
   )
   assert.equal(redactRequestUrl('/put?%zz=1&key'), '/put?%zz=1&key')
+  // Percent-encoded keys, in values, names and path segments, beside a broken escape.
+  const encoded = key.replace('shl_', 'shl%5F')
+  assert.equal(redactRequestUrl(`/put?version=${encoded}&x=%zz`), '/put?version=shl_[redacted]&x=%zz')
+  assert.equal(redactRequestUrl(`/put?v=%73${key.slice(1)}`), '/put?v=shl_[redacted]')
+  assert.equal(redactRequestUrl(`/put?${encoded}`), '/put?shl_[redacted]')
+  assert.equal(redactRequestUrl(`/put/${encoded}/x`), '/put/shl_[redacted]/x')
+  assert.equal(redactRequestUrl(`/put?v=${key.slice(0, 10)}%41${key.slice(10)}`), '/put?v=shl_[redacted]')
+  assert.equal(redactRequestUrl(`/put?v=${key.replace('shl_', 'shl%255f')}`), '/put?v=shl_[redacted]')
+  assert.equal(redactRequestUrl(`/put?v=${key.replace('shl_', 'SHL_')}`), '/put?v=shl_[redacted]')
 })

@@ -4,7 +4,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { test } from 'node:test'
-import { ConfigError, loadConfig, parseDatabaseUrl } from '../../src/config.js'
+import { ConfigError, configurationWarnings, loadConfig, parseDatabaseUrl } from '../../src/config.js'
 
 test('defaults: port 8080 on 127.0.0.1, SQLite under ./data, 600 requests a minute', (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'shiplog-config-'))
@@ -90,4 +90,18 @@ test('slow-client bounds: headers within 10 s and the whole request within 30 s 
     SHIPLOG_REQUEST_TIMEOUT_MS: '60000',
   })
   assert.deepEqual([both.headersTimeoutMs, both.requestTimeoutMs], [2000, 60_000])
+})
+
+test('behind a proxy without SHIPLOG_PUBLIC_URL the operator is warned; with it, or without a proxy, not', () => {
+  const base = { DATABASE_URL: 'sqlite::memory:' }
+  const [warning, ...more] = configurationWarnings(loadConfig({ ...base, SHIPLOG_TRUST_PROXY: 'true' }))
+  assert.match(warning ?? '', /SHIPLOG_PUBLIC_URL is unset/)
+  assert.deepEqual(more, [])
+  assert.deepEqual(
+    configurationWarnings(
+      loadConfig({ ...base, SHIPLOG_TRUST_PROXY: 'true', SHIPLOG_PUBLIC_URL: 'https://shiplog.example.com' }),
+    ),
+    [],
+  )
+  assert.deepEqual(configurationWarnings(loadConfig(base)), [])
 })

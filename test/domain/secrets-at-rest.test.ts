@@ -2,10 +2,17 @@
 // or session token; and the password check compares in constant time without tripping on lengths.
 import assert from 'node:assert/strict'
 import { createHash } from 'node:crypto'
+import { mkdtempSync, rmSync, statSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import { test } from 'node:test'
 import { sql } from 'kysely'
+import { buildApp } from '../../src/app.js'
+import { loadConfig } from '../../src/config.js'
+import { openDatabase } from '../../src/db/connect.js'
+import { migrateToLatest } from '../../src/db/migrate.js'
 import { hashPassword, verifyPassword } from '../../src/domain/passwords.js'
-import { buildTestApp } from '../helper.js'
+import { addTenant, buildTestApp } from '../helper.js'
 import { createUserIn, login, PASSWORD, textOfId } from '../support/ui.js'
 
 test('no table holds an API key, a password, a session token or a CSRF token in plain text', async (t) => {
@@ -73,4 +80,35 @@ test('the password check is a constant-time comparison that answers false, never
     assert.equal(await verifyPassword(PASSWORD, altered), false, `a stored key of ${other.length} bytes`)
   }
   assert.equal(await verifyPassword(PASSWORD, 'md5$abc'), false, 'an unknown hash format')
+})
+
+test('the SQLite files (database, -wal, -shm) and the secret are created 0600, the data directory 0700, whatever the umask allows', async (t) => {
+  const parent = mkdtempSync(join(tmpdir(), 'shiplog-modes-'))
+  t.after(() => rmSync(parent, { recursive: true, force: true }))
+  // The usual umask, which lets new files be read by everyone (0644) unless asked otherwise.
+  const umask = process.umask(0o022)
+  t.after(() => process.umask(umask))
+  const dir = join(parent, 'data')
+  const config = loadConfig({ DATABASE_URL: `sqlite:${join(dir, 'shiplog.db')}`, LOG_LEVEL: 'silent' })
+  assert.ok(config.secret, 'the secret comes from the data directory')
+  const database = openDatabase(config.database)
+  t.after(() => database.close())
+  await migrateToLatest(database)
+  const app = await buildApp({ config, database, logger: false })
+  t.after(() => app.close())
+  const { key } = await addTenant(database, 'Acme')
+  const res = await app.inject({
+    method: 'POST',
+    url: '/deploy',
+    headers: { 'x-api-key': key },
+    payload: { service: 'App1', environment: 'Prod', version: '1', status: 'Deployed' },
+  })
+  assert.equal(res.statusCode, 201, res.body)
+  // While connections are open the -wal and -shm files exist (the last close removes them).
+  const mode = (path: string) => (statSync(path).mode & 0o777).toString(8)
+  assert.equal(mode(dir), '700', 'the data directory')
+  assert.equal(mode(join(dir, 'secret')), '600', 'the secret')
+  for (const name of ['shiplog.db', 'shiplog.db-wal', 'shiplog.db-shm']) {
+    assert.equal(mode(join(dir, name)), '600', name)
+  }
 })

@@ -130,3 +130,26 @@ test('no page carries inline scripts, event handlers or inline styles, so the st
   assert.equal(script.statusCode, 200)
   assert.match(String(script.headers['content-type']), /javascript/)
 })
+
+test('behind a trusted proxy only http and https are taken from X-Forwarded-Proto: `javascript` never reaches the Settings snippets', async (t) => {
+  const ctx = await buildTestApp(t, { env: { SHIPLOG_TRUST_PROXY: 'true' } })
+  await createUserIn(ctx.database, ctx.tenant.account.id, 'ada@example.com')
+  const cases: Array<[string, string]> = [
+    ['javascript', 'http://shiplog.test'],
+    ['https, javascript', 'http://shiplog.test'],
+    ['data', 'http://shiplog.test'],
+    ['HTTPS', 'https://shiplog.test'],
+    ['http, https', 'https://shiplog.test'],
+    ['http', 'http://shiplog.test'],
+  ]
+  for (const [proto, base] of cases) {
+    const browser = await login(ctx.app, 'ada@example.com', undefined, {
+      host: 'shiplog.test',
+      'x-forwarded-proto': proto,
+    })
+    const res = await browser.get('/settings/')
+    assert.equal(res.statusCode, 200, proto)
+    assert.ok(res.payload.includes(`${base}/deploy`), `X-Forwarded-Proto: ${proto} gives ${base}`)
+    assert.doesNotMatch(res.payload, /javascript:|data:\/\//i, `X-Forwarded-Proto: ${proto}`)
+  }
+})

@@ -1,5 +1,6 @@
 // Keeps SQLite's version search index (migration 0003) up to date, in batches, off the write path.
 import type { Database, SqliteHandle } from '../../db/connect.js'
+import { type Task, type TaskLogger, TaskRunner } from '../tasks.js'
 
 /**
  * Adds the next events (by id) that the index does not hold yet, at most `limit`, and returns how
@@ -64,49 +65,39 @@ const CATCHING_UP_MS = 15
 const IDLE_MS = 1000
 
 /**
- * Runs indexVersions in the background on one database until stopped. The batches run on the
- * connection the requests use (an in-memory database has no other) and hold the write lock for a
- * few milliseconds; the ingest writer waits that long at most.
+ * The background task that keeps the index up to date on SQLite (see tasks.ts). The batches run on
+ * the connection the requests use (an in-memory database has no other) and hold the write lock for
+ * a few milliseconds; the ingest writer waits that long at most. Busy (another writer held the lock
+ * past its timeout) or the database away: the runner retries, less and less often.
  */
-export class VersionIndexer {
-  private timer: NodeJS.Timeout | null = null
-  private stopped = false
-  private failures = 0
+export function versionIndexTask(database: Database): Task {
+  return {
+    name: 'version-index',
+    intervalMs: IDLE_MS,
+    firstRunMs: 0,
+    run: () => (indexVersions(database, BATCH) === BATCH ? CATCHING_UP_MS : IDLE_MS),
+  }
+}
 
-  constructor(
-    private readonly database: Database,
-    private readonly onError: (err: unknown) => void,
-  ) {}
+const QUIET: TaskLogger = { debug: () => {}, info: () => {}, warn: () => {} }
+
+/** The version index task on a runner of its own, for code that runs only this one. */
+export class VersionIndexer {
+  readonly #runner: TaskRunner
+
+  constructor(database: Database, onError: (err: unknown) => void) {
+    this.#runner = new TaskRunner(QUIET, (_, err) => {
+      onError(err)
+      return true
+    })
+    if (database.dialect === 'sqlite') this.#runner.add(versionIndexTask(database))
+  }
 
   start(): void {
-    if (this.database.dialect !== 'sqlite' || this.stopped || this.timer) return
-    this.schedule(0)
+    this.#runner.start()
   }
 
   stop(): void {
-    this.stopped = true
-    if (this.timer) clearTimeout(this.timer)
-    this.timer = null
-  }
-
-  private schedule(ms: number): void {
-    if (this.stopped) return
-    this.timer = setTimeout(() => this.run(), ms)
-    // Never the reason the process stays up.
-    this.timer.unref()
-  }
-
-  private run(): void {
-    this.timer = null
-    try {
-      const indexed = indexVersions(this.database, BATCH)
-      this.failures = 0
-      this.schedule(indexed === BATCH ? CATCHING_UP_MS : IDLE_MS)
-    } catch (err) {
-      // Busy (another writer held the lock past its timeout) or the database is away: try again,
-      // less and less often while it lasts, and say so the first time.
-      if (this.failures++ === 0) this.onError(err)
-      this.schedule(Math.min(IDLE_MS * 2 ** this.failures, 60_000))
-    }
+    void this.#runner.stop()
   }
 }

@@ -15,7 +15,6 @@ import {
   listEventPage,
   parseLogsQuery,
 } from '../../domain/events/queries.js'
-import { VersionIndexer } from '../../domain/events/version-index.js'
 import { errorPage } from '../../views/auth-pages.js'
 import { logsPage } from '../../views/logs-page.js'
 import { HttpProblem, sendProblem } from '../problem.js'
@@ -109,13 +108,6 @@ export const logsRoutes: FastifyPluginAsync<UiContext> = async (plain, ctx) => {
   const app = plain.withTypeProvider<TypeBoxTypeProvider>()
   const { db } = ctx.database
   const dialect = ctx.database.dialect
-
-  // The version search index on SQLite is filled in the background while the app runs.
-  const indexer = new VersionIndexer(ctx.database, (err) =>
-    app.log.warn({ err }, 'version search index: a batch failed; will retry'),
-  )
-  app.addHook('onReady', async () => indexer.start())
-  app.addHook('onClose', async () => indexer.stop())
 
   app.get('/logs', async (request, reply) => {
     const q = request.url.indexOf('?')

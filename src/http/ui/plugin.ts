@@ -4,7 +4,7 @@ import csrf from '@fastify/csrf-protection'
 import formbody from '@fastify/formbody'
 import fastifyStatic from '@fastify/static'
 import type { FastifyInstance, FastifyPluginAsync } from 'fastify'
-import { deleteExpiredSessions, findSession } from '../../domain/sessions.js'
+import { findSession } from '../../domain/sessions.js'
 import { PUBLIC_DIR } from '../../paths.js'
 import { errorPage } from '../../views/auth-pages.js'
 import { HttpProblem, methodNotAllowed, toProblem } from '../problem.js'
@@ -56,15 +56,6 @@ export const uiRoutes: FastifyPluginAsync<UiOptions> = async (app: FastifyInstan
     app.csrfProtection(request, reply, done)
   })
 
-  const sweep = setInterval(
-    () =>
-      deleteExpiredSessions(database.db).catch((err) =>
-        app.log.warn({ err }, 'could not delete expired sessions'),
-      ),
-    60 * 60 * 1000,
-  )
-  sweep.unref()
-  app.addHook('onClose', async () => clearInterval(sweep))
 
   app.setErrorHandler(async (err, request, reply) => {
     const code = (err as { code?: string }).code

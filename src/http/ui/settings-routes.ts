@@ -3,7 +3,6 @@ import { randomBytes } from 'node:crypto'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import { Type } from 'typebox'
-import { announceRevocation } from '../../db/revocations.js'
 import {
   changeRole,
   createUser,
@@ -14,7 +13,7 @@ import {
   resetPassword,
   UserExistsError,
 } from '../../domain/accounts.js'
-import { createApiKey, listApiKeys, revokeApiKey } from '../../domain/keys.js'
+import { createApiKey, listApiKeys, revokeApiKeyEverywhere } from '../../domain/keys.js'
 import { type SessionUser, takeFlash } from '../../domain/sessions.js'
 import { isUserRole, nameProblem } from '../../domain/text-rules.js'
 import { type SettingsPageData, settingsPage } from '../../views/settings-page.js'
@@ -146,10 +145,13 @@ export const settingsRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app, 
   app.post('/settings/keys/:id/revoke', ID_FORM, async (request, reply) => {
     const user = admin(request, reply)
     if (!user) return reply
-    const row = await revokeApiKey(db, user.accountId, String(idParam(request)))
+    const row = await revokeApiKeyEverywhere(
+      ctx.database,
+      user.accountId,
+      String(idParam(request)),
+      ctx.verifier,
+    )
     if (!row) throw new HttpProblem(404, 'not-found', 'No such key', 'This account has no such API key.')
-    ctx.verifier.forget(row.id)
-    await announceRevocation(ctx.database, row.digest)
     return ctx.redirectWithFlash(reply, user, '/settings/', {
       notice: 'The key is revoked: requests using it are refused from now on.',
     })
