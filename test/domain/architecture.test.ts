@@ -1,0 +1,73 @@
+// The house's layering (../shared/ARCHITECTURE.md), checked on the source: arrows point one way
+// (cli → server → app → http → views, http → domain → db) and no module imports itself round a circle.
+import assert from 'node:assert/strict'
+import { readdirSync, readFileSync, statSync } from 'node:fs'
+import { dirname, join, relative, resolve } from 'node:path'
+import { test } from 'node:test'
+
+const SRC = resolve(import.meta.dirname, '../../src')
+
+function sourceFiles(dir: string): string[] {
+  return readdirSync(dir).flatMap((name) => {
+    const path = join(dir, name)
+    if (statSync(path).isDirectory()) return sourceFiles(path)
+    return name.endsWith('.ts') ? [path] : []
+  })
+}
+
+/** Each module's relative imports (static and dynamic), as paths under src/ without extension. */
+function importGraph(): Map<string, string[]> {
+  const graph = new Map<string, string[]>()
+  for (const file of sourceFiles(SRC)) {
+    const text = readFileSync(file, 'utf8')
+    const targets: string[] = []
+    for (const match of text.matchAll(/(?:from\s+|import\s*\(\s*)['"](\.{1,2}\/[^'"]+)['"]/g)) {
+      const target = resolve(dirname(file), match[1] as string).replace(/\.js$/, '.ts')
+      targets.push(relative(SRC, target))
+    }
+    graph.set(relative(SRC, file), targets)
+  }
+  return graph
+}
+
+const LAYER_RULES: [from: string, mustNotImport: string[]][] = [
+  ['db/', ['domain/', 'http/', 'views/', 'cli/', 'app.ts', 'server.ts']],
+  ['domain/', ['http/', 'views/', 'cli/', 'app.ts', 'server.ts']],
+  ['views/', ['http/', 'cli/', 'app.ts', 'server.ts', 'db/connect.ts']],
+  ['http/', ['cli/', 'server.ts']],
+]
+
+test('no arrow points up: db knows nothing of domain, domain nothing of http, views get no handles', () => {
+  const wrong: string[] = []
+  for (const [module, imports] of importGraph()) {
+    for (const [from, forbidden] of LAYER_RULES) {
+      if (!module.startsWith(from)) continue
+      for (const target of imports) {
+        if (forbidden.some((f) => target.startsWith(f))) wrong.push(`${module} imports ${target}`)
+      }
+    }
+  }
+  assert.deepEqual(wrong, [])
+})
+
+test('no import circles anywhere in src/', () => {
+  const graph = importGraph()
+  const cycles: string[] = []
+  const state = new Map<string, 'open' | 'done'>()
+  const path: string[] = []
+  const visit = (module: string) => {
+    if (state.get(module) === 'done') return
+    if (state.get(module) === 'open') {
+      cycles.push([...path.slice(path.indexOf(module)), module].join(' → '))
+      return
+    }
+    state.set(module, 'open')
+    path.push(module)
+    for (const target of graph.get(module) ?? []) visit(target)
+    path.pop()
+    state.set(module, 'done')
+  }
+  for (const module of graph.keys()) visit(module)
+  assert.deepEqual(cycles, [])
+  assert.ok(graph.size > 30, `read ${graph.size} modules`)
+})
