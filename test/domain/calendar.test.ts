@@ -3,11 +3,11 @@ import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import {
   isTimeZone,
-  localDate,
   localDays,
   orderEnvironments,
   startOfLocalDate,
 } from '../../src/domain/deployments/calendar.js'
+import { localDate } from '../../src/domain/time-zones.js'
 
 test('environments: placed ones first, then the built-in order without letter case, then first seen', () => {
   const seen = [

@@ -9,6 +9,7 @@ import {
   isWellFormedText,
   STATUS_CHOICES,
 } from '../text-rules.js'
+import { knownZone, zonedToInstant } from '../time-zones.js'
 import { type FieldError, LIMITS } from './event.js'
 
 export interface EventFilter {
@@ -68,53 +69,6 @@ function textParameter(
     return { error: { field: name, message: `${name} must be at most ${maxCharacters} characters` } }
   }
   return { value }
-}
-
-/** The IANA zone name if this runtime knows it, else undefined. */
-function knownZone(name: string): string | undefined {
-  try {
-    return new Intl.DateTimeFormat('en-US', { timeZone: name }).resolvedOptions().timeZone
-  } catch {
-    return undefined
-  }
-}
-
-/** The wall-clock time of an instant in a zone, written as if it were a UTC instant. */
-function wallClock(zone: string, at: number): number {
-  const parts = new Intl.DateTimeFormat('en-US', {
-    timeZone: zone,
-    hourCycle: 'h23',
-    year: 'numeric',
-    month: 'numeric',
-    day: 'numeric',
-    hour: 'numeric',
-    minute: 'numeric',
-    second: 'numeric',
-  }).formatToParts(at)
-  const n = (type: Intl.DateTimeFormatPartTypes) => Number(parts.find((p) => p.type === type)?.value ?? 0)
-  return (
-    Date.UTC(n('year'), n('month') - 1, n('day'), n('hour'), n('minute'), n('second')) +
-    (((at % 1000) + 1000) % 1000)
-  )
-}
-
-/** The zone's offset from UTC at an instant, in milliseconds (positive east of Greenwich). */
-function zoneOffset(zone: string, at: number): number {
-  const whole = at - (((at % 1000) + 1000) % 1000)
-  return wallClock(zone, whole) - whole
-}
-
-/**
- * The instant a wall-clock time (written as if UTC) names in a zone. Across a change of offset a
- * wall time can be missing (spring forward: taken with the offset before the change, so it lands
- * after the gap, as Temporal's "compatible" does) or twice (fall back: the earlier one).
- */
-export function zonedToInstant(zone: string, wall: number): number {
-  const before = zoneOffset(zone, wall - 86_400_000)
-  const after = zoneOffset(zone, wall + 86_400_000)
-  const candidates = [wall - before, wall - after].filter((at) => wallClock(zone, at) === wall)
-  if (candidates.length > 0) return Math.min(...candidates)
-  return wall - before
 }
 
 /**

@@ -56,7 +56,6 @@ export const uiRoutes: FastifyPluginAsync<UiOptions> = async (app: FastifyInstan
     app.csrfProtection(request, reply, done)
   })
 
-
   app.setErrorHandler(async (err, request, reply) => {
     const code = (err as { code?: string }).code
     if (code === 'FST_CSRF_INVALID_TOKEN' || code === 'FST_CSRF_MISSING_SECRET') {
