@@ -121,11 +121,6 @@ export async function serveUntilSignalled(config: Config, options: ServeOptions 
   const { app } = server
   app.log.info({ database: config.database.dialect }, `shiplog listening on ${server.address}`)
   for (const warning of configurationWarnings(config)) app.log.warn(warning)
-  if (tty) {
-    const url = config.port === 0 ? server.address : addressForPeople(config)
-    const next = (await countUsers(server.database.db)) === 0 ? 'create the first account' : 'log in'
-    process.stdout.write(`\nShiplog is ready at ${url} — open it to ${next}\n\n`)
-  }
   let signalled = false
   const onSignal = (reason: string) => {
     if (signalled) return
@@ -146,6 +141,12 @@ export async function serveUntilSignalled(config: Config, options: ServeOptions 
   }
   process.on('SIGTERM', () => onSignal('SIGTERM received'))
   process.on('SIGINT', () => onSignal('SIGINT received'))
+  // Only now, with Ctrl-C handled, is a person told the server is ready.
+  if (tty) {
+    const url = config.port === 0 ? server.address : addressForPeople(config)
+    const next = (await countUsers(server.database.db)) === 0 ? 'create the first account' : 'log in'
+    process.stdout.write(`\nShiplog is ready at ${url} — open it to ${next}\n\n`)
+  }
   // npm and npx run the server under `sh -c`, and stopping npm stops that shell, which does not
   // pass the signal on: this process would keep the port for ever. `npm start` execs node, so npm
   // signals it directly; `npx shiplog serve` cannot, so under npm a parent that goes away counts as
