@@ -18,6 +18,11 @@
 //   equal the seeded events), rows/s, and the server's RSS from /proc/<pid>/status: idle before the
 //   download, peak of VmRSS sampled every 50 ms during it, growth = peak - idle, and VmHWM at the end
 //   (reset through /proc/<pid>/clear_refs just before the download).
+// insights - BENCH_INSIGHTS_ROWS events (default 1,000,000) of 500 services promoted through 6
+//   environments (bench/lib/insights.mjs) seeded into a fresh database; `derive-child.mjs` derives
+//   their deployments in a process of its own and reports its CPU per event (no HTTP: the budget is
+//   5 µs); then the board now and at ?at= a year back, a service page and /insights/ over 30 and 90
+//   days, timed like the /logs/ pages (target p95 <= 50 ms each).
 // pages - on the BENCH_PAGES_ROWS dataset (the export one of that size when there is one): GET /logs/
 //   first page, a page 90% back (?before=), and each filter alone (service, environment, status,
 //   version substring common and rare, from/to narrow and wide); 2 warm-up requests, then
@@ -28,13 +33,15 @@
 // files and databases removed, on every exit path (including SIGINT/SIGTERM and the watchdog).
 //
 // Environment:
-//   BENCH_ONLY               comma-separated parts to run: ingest, export, pages (default: all three)
+//   BENCH_ONLY               comma-separated parts to run: ingest, export, pages, insights, startup,
+//                            install (default: all; the quick run leaves install out)
 //   BENCH_QUICK=1            CI smoke run: ingest 1 s warm-up + 2 s measured; exports of 20,000 and
 //                            40,000 events; pages on 20,000 events with 10 requests each
 //   BENCH_WARMUP, BENCH_DURATION   ingest seconds (defaults 3 and 10)
 //   BENCH_CONNECTIONS        ingest connections, default 50
 //   BENCH_EXPORT_ROWS        comma-separated dataset sizes for exports (default 1000000,3000000)
 //   BENCH_PAGES_ROWS         dataset size for the page timings (default 1000000)
+//   BENCH_INSIGHTS_ROWS      events of the insights dataset (default 1000000; quick 20000)
 //   BENCH_PAGE_REQUESTS      measured requests per page case (default 50); a case stops early once
 //                            it has used BENCH_PAGE_SECONDS (default 30; quick 10) and has 5 requests
 //   BENCH_PG_URL             PostgreSQL server to create the bench databases on
@@ -59,6 +66,7 @@ import { fileURLToPath } from 'node:url'
 import SqliteDatabase from 'better-sqlite3'
 import pg from 'pg'
 import { killAllChildren, runNode, startServer } from './lib/children.mjs'
+import { benchInsights, DERIVE_TARGET_US, PAGE_TARGET_MS } from './lib/insights.mjs'
 import { runLoad } from './lib/load.mjs'
 import { benchReads, countLabel, exportLimitSeconds, seedLimitSeconds } from './lib/reads.mjs'
 import { num, renderTable, summariseLog } from './lib/report.mjs'
@@ -77,7 +85,7 @@ const pgServerUrl = process.env.BENCH_PG_URL ?? 'postgres://postgres@127.0.0.1:5
 const skipPg = process.env.BENCH_SKIP_PG === '1' || process.env.BENCH_SKIP_PG === 'true'
 const skipSqlite = process.env.BENCH_SKIP_SQLITE === '1' || process.env.BENCH_SKIP_SQLITE === 'true'
 const serverLogLevel = process.env.BENCH_LOG_LEVEL ?? 'warn'
-const PARTS = /** @type {const} */ (['ingest', 'export', 'pages', 'startup', 'install'])
+const PARTS = /** @type {const} */ (['ingest', 'export', 'pages', 'insights', 'startup', 'install'])
 // The install part compiles better-sqlite3 from source (minutes): left out of the quick run.
 const DEFAULT_PARTS = quick ? PARTS.filter((p) => p !== 'install') : PARTS
 const parts = new Set(
@@ -97,6 +105,9 @@ const exportSizes = parts.has('export')
   : []
 const pagesSize = parts.has('pages') ? positive('BENCH_PAGES_ROWS', quick ? 20_000 : 1_000_000) : null
 const pageRequests = positive('BENCH_PAGE_REQUESTS', quick ? 10 : 50)
+const insightsSize = parts.has('insights')
+  ? positive('BENCH_INSIGHTS_ROWS', quick ? 20_000 : 1_000_000)
+  : null
 const startupRuns = positive('BENCH_STARTUP_RUNS', quick ? 3 : 11)
 const pageCaseSeconds = positive('BENCH_PAGE_SECONDS', quick ? 10 : 30)
 /** @type {Array<'sqlite' | 'postgres'>} */
@@ -187,6 +198,11 @@ function limitFor() {
   if (parts.has('ingest')) seconds += 6 * (warmupSeconds + measureSeconds + 30)
   if (parts.has('startup')) seconds += 60 + 2 * startupRuns * 10
   if (parts.has('install')) seconds += 900
+  // Set-up, seeding, deriving (about 30 µs of wall time an event at worst) and five page cases.
+  if (insightsSize !== null)
+    seconds +=
+      readDialects.length *
+      (90 + seedLimitSeconds(insightsSize) + insightsSize / 30_000 + 5 * (pageCaseSeconds + 35))
   const sizes = new Set([...exportSizes, ...(pagesSize === null ? [] : [pagesSize])])
   for (const n of sizes) {
     let perDialect = 60 + seedLimitSeconds(n)
@@ -569,6 +585,8 @@ console.error(
 
 /** @type {Awaited<ReturnType<typeof benchReads>> | null} */
 let reads = null
+/** @type {Awaited<ReturnType<typeof benchInsights>> | null} */
+let insights = null
 /** @type {Awaited<ReturnType<typeof benchStartup>>} */
 const startupRows = []
 /** @type {Awaited<ReturnType<typeof benchInstall>> | null} */
@@ -630,6 +648,23 @@ try {
       (Date.now() - readsStarted) / 1000,
     )
   }
+  if (insightsSize !== null) {
+    const insightsStarted = Date.now()
+    console.error(`insights: ${countLabel(insightsSize)} events; ${readDialects.join(', ') || 'no database'}`)
+    insights = await benchInsights({
+      root,
+      shiplogBin,
+      runDir,
+      cleanups,
+      dialects: readDialects,
+      pgServerUrl,
+      serverLogLevel,
+      n: insightsSize,
+      requests: pageRequests,
+      caseSeconds: pageCaseSeconds,
+    })
+    partSeconds.insights = Math.round((Date.now() - insightsStarted) / 1000)
+  }
   if (parts.has('startup')) {
     const startupStarted = Date.now()
     console.error(`startup: ${startupRuns} starts of the compiled server per database`)
@@ -684,6 +719,7 @@ const tableRows = rows.map((r) => {
 const problems = [
   ...rows.flatMap((r) => r.problems.map((p) => `${r.scenario}: ${p}`)),
   ...(reads?.problems ?? []),
+  ...(insights?.problems ?? []),
   ...startupRows.flatMap((r) => r.problems.map((p) => `${r.scenario}: ${p}`)),
   ...(installRow?.problems ?? []).map((p) => `${installRow?.scenario}: ${p}`),
 ]
@@ -809,6 +845,47 @@ if (parts.has('pages')) {
       'fewer events match; each row checked by time, service, environment, version and status).',
   )
 }
+const insightsHeader = [
+  'scenario',
+  'requests',
+  'p50 ms',
+  'p95 ms',
+  'max ms',
+  'load',
+  `p95 <= ${PAGE_TARGET_MS} ms`,
+]
+const insightsTable = (insights?.pageRows ?? []).map((r) => [
+  r.scenario,
+  num(r.requests),
+  num(r.p50, 1),
+  num(r.p95, 1),
+  num(r.max, 1),
+  num(r.load, 1),
+  r.p95 === null ? '-' : r.p95 <= PAGE_TARGET_MS ? 'met' : 'NOT met',
+])
+if (insights) {
+  console.log('')
+  console.log(
+    `Deployments: deriving them from ${countLabel(insightsSize ?? 0)} events, and the pages that read them` +
+      `${quick ? ' (BENCH_QUICK: tiny dataset)' : ''}`,
+  )
+  console.log('')
+  for (const d of insights.derivations) {
+    console.log(
+      `  ${d.target}: ${num(d.usPerEvent, 2)} µs of CPU per event to derive deployments ` +
+        `(budget ${DERIVE_TARGET_US} µs: ${d.usPerEvent <= DERIVE_TARGET_US ? 'met' : 'NOT met'}); ` +
+        `${num(d.events)} events in ${num(d.seconds, 1)} s, one process, no HTTP`,
+    )
+  }
+  console.log('')
+  console.log(renderTable(insightsHeader, insightsTable))
+  console.log('')
+  console.log(
+    'Derivation: `shiplog deployments rebuild` done in a process of its own (bench/lib/derive-child.mjs); its ' +
+      'user+system CPU divided by the events (on PostgreSQL the database server is not counted). Pages: timed ' +
+      'like the /logs/ pages above; each must answer 200 and show what the seeded history predicts.',
+  )
+}
 if (startupTable.length > 0) {
   console.log('')
   console.log('Start-up: compiled JS, from spawning the process to the first 200 from GET /healthz')
@@ -849,6 +926,9 @@ if (problems.length > 0) {
           : '',
         parts.has('export') ? 'every export had all rows' : '',
         parts.has('pages') ? 'every page answered 200 with the expected rows' : '',
+        parts.has('insights')
+          ? 'every board, service and insights page answered 200 with what was expected'
+          : '',
         parts.has('startup') ? 'every start answered 200' : '',
         parts.has('install') ? 'the fresh install answered 200' : '',
       ]
@@ -896,6 +976,13 @@ writeFileSync(
         rows: reads?.pageRows ?? [],
       },
       datasets: reads?.seeds ?? [],
+      insights: {
+        size: insightsSize,
+        derivations: insights?.derivations ?? [],
+        columns: insightsHeader,
+        table: insightsTable,
+        rows: insights?.pageRows ?? [],
+      },
       startup: { columns: startupHeader, table: startupTable, rows: startupRows, install: installRow },
       serverLogs: Object.fromEntries(
         Object.entries(serverLogs).map(([name, { warnings, errors, samples }]) => [

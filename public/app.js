@@ -66,3 +66,46 @@ for (const button of document.querySelectorAll('button[data-copy]')) {
     }
   })
 }
+
+// ==== Board: relative times ("5 min ago") kept fresh; the exact local time (and UTC) on hover. ====
+function relative(ms) {
+  const seconds = Math.round((Date.now() - ms) / 1000)
+  if (seconds < 60) return seconds < 0 ? 'just now' : `${seconds} s ago`
+  const minutes = Math.floor(seconds / 60)
+  if (minutes < 60) return `${minutes} min ago`
+  const hours = Math.floor(minutes / 60)
+  if (hours < 48) return `${hours} h ago`
+  return `${Math.floor(hours / 24)} days ago`
+}
+const relatives = document.querySelectorAll('time[data-relative]')
+for (const el of relatives) {
+  const at = new Date(el.getAttribute('datetime'))
+  if (!Number.isNaN(at.getTime())) el.title = `${formatter.format(at)} (${el.title})`
+}
+function refreshRelatives() {
+  for (const el of relatives) {
+    const at = new Date(el.getAttribute('datetime')).getTime()
+    if (!Number.isNaN(at)) el.textContent = relative(at)
+  }
+}
+if (relatives.length > 0) setInterval(refreshRelatives, 30_000)
+// ==== end of board section ====
+// ---- Insights (/insights/) ----
+// Days are bucketed on the server in the zone the query names: a first visit without one is sent
+// once more with the viewer's zone, so the charts' days are the viewer's days. Without this script
+// the page counts days in UTC and says so.
+if (document.querySelector('[data-zone-redirect]') && zone && zone !== 'UTC') {
+  const url = new URL(window.location.href)
+  if (!url.searchParams.get('tz')) {
+    url.searchParams.set('tz', zone)
+    window.location.replace(url.toString())
+  }
+}
+// Typing a From or To date means a custom range.
+const insightsRange = document.getElementById('i-range')
+for (const id of ['i-from', 'i-to']) {
+  document.getElementById(id)?.addEventListener('change', () => {
+    if (insightsRange) insightsRange.value = 'custom'
+  })
+}
+// ---- end Insights ----

@@ -7,9 +7,9 @@ const common = {
   platform: 'node',
   format: 'esm',
   target: 'node20',
-  // The native SQLite binding loads its .node file relative to its own package; pg-native is an
-  // optional peer of pg that Shiplog does not use.
-  external: ['better-sqlite3', 'pg-native'],
+  // The native SQLite binding loads its .node file relative to its own package, and Swagger UI its
+  // static files (/docs); pg-native is an optional peer of pg that Shiplog does not use.
+  external: ['better-sqlite3', 'pg-native', '@fastify/swagger-ui'],
   // Bundled CommonJS packages call require(); in an ES module it has to be made.
   banner: {
     js: "import { createRequire as __shiplogCreateRequire } from 'node:module'; const require = __shiplogCreateRequire(import.meta.url);",

@@ -1,10 +1,12 @@
 // Builds the Fastify application from its plugins and routes; server.ts listens, tests inject.
 
+import { readFileSync } from 'node:fs'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify'
 import type { Config } from './config.js'
 import type { Database } from './db/connect.js'
 import { isDatabaseUnavailable, outageLogFor } from './domain/database-errors.js'
+import { DeploymentSync } from './domain/deployments/sync.js'
 import { eventStoreFor } from './domain/events/store.js'
 import { versionIndexTask } from './domain/events/version-index.js'
 import { EventWriter } from './domain/events/writer.js'
@@ -12,13 +14,17 @@ import { ApiKeyVerifier, KeyUsageRecorder, keyUsageTask } from './domain/keys.js
 import { deleteExpiredSessions } from './domain/sessions.js'
 import { ensureSecret } from './domain/settings.js'
 import { TaskRunner } from './domain/tasks.js'
+import { getRoutes } from './http/api/get-routes.js'
 import { healthRoutes } from './http/api/health.js'
 import { INGEST_PATHS, ingestRoutes } from './http/api/ingest.js'
+import { openApiRoute, registerOpenApi } from './http/api/openapi.js'
+import { readRoutes } from './http/api/read-routes.js'
 import { loggerOptions } from './http/logging.js'
 import { answerClientError, answerFrameworkError, problems, registerProblemHandlers } from './http/problem.js'
 import { MemoryRateLimitStore, type RateLimitStore, RedisRateLimitStore } from './http/rate-limit.js'
 import { API_SECURITY_HEADERS, SECURITY_HEADERS } from './http/security-headers.js'
 import { uiRoutes } from './http/ui/plugin.js'
+import { PACKAGE_JSON } from './paths.js'
 import type { AppResources } from './resources.js'
 
 export interface BuildOptions {
@@ -37,6 +43,11 @@ export interface BuildOptions {
 }
 
 export type App = FastifyInstance
+
+/** The version the OpenAPI document states: the package's. */
+function packageVersion(): string {
+  return (JSON.parse(readFileSync(PACKAGE_JSON, 'utf8')) as { version: string }).version
+}
 
 export async function buildApp(options: BuildOptions): Promise<App> {
   const { config, database } = options
@@ -67,6 +78,8 @@ export async function buildApp(options: BuildOptions): Promise<App> {
   }).withTypeProvider<TypeBoxTypeProvider>()
 
   registerProblemHandlers(app)
+  // Before any route, so the OpenAPI document sees them all.
+  await registerOpenApi(app, { version: packageVersion() })
 
   const rateLimitStore: RateLimitStore = resources.redis
     ? new RedisRateLimitStore(resources.redis.client, resources.redis.health)
@@ -91,12 +104,14 @@ export async function buildApp(options: BuildOptions): Promise<App> {
     intervalMs: 60 * 60 * 1000,
     run: async () => void (await deleteExpiredSessions(database.db)),
   })
+  const deployments = new DeploymentSync(database)
+  tasks.add(deployments.task())
   app.addHook('onReady', async () => tasks.start())
   resources.revocations?.subscribe({
     onRevoked: (digest) => verifier.forgetDigest(digest),
     onGap: () => verifier.clear(),
   })
-  app.decorate('shiplog', { writer, verifier, usage, tasks, database, config })
+  app.decorate('shiplog', { writer, verifier, usage, tasks, database, config, deployments })
   app.addHook('onClose', async () => {
     await tasks.stop()
     await writer.close()
@@ -137,6 +152,18 @@ export async function buildApp(options: BuildOptions): Promise<App> {
     rateLimitPerMinute: config.rateLimitPerMinute,
     rateLimitStore,
   })
+  const readOptions = {
+    config,
+    secret: resources.secret,
+    database,
+    verifier,
+    usage,
+    rateLimitStore,
+    rateLimitPerMinute: config.rateLimitPerMinute,
+  }
+  await app.register(readRoutes, readOptions)
+  await app.register(getRoutes, readOptions)
+  await app.register(openApiRoute)
   await app.register(uiRoutes, {
     config: { ...config, secret: resources.secret },
     database,
@@ -156,6 +183,8 @@ declare module 'fastify' {
       tasks: TaskRunner
       database: Database
       config: Config
+      /** Call `current()` before reading deployments (read-your-writes). */
+      deployments: DeploymentSync
     }
   }
 }

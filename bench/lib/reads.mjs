@@ -29,8 +29,8 @@ export const EXPORT_COLUMNS = [
   'api_key_name',
 ]
 const PAGE_SIZE = 50
-const EMAIL = 'b@x.io'
-const PASSWORD = 'pw12345678'
+export const EMAIL = 'b@x.io'
+export const PASSWORD = 'pw12345678'
 
 /** The machine's 1-minute load average (other processes compete with the server and the client). */
 export function loadAverage() {
@@ -122,6 +122,36 @@ export const exportLimitSeconds = (n) => 30 + Math.ceil(n / 15_000)
  * @property {import('./seed.mjs').SeedTally} tally
  */
 
+/**
+ * The environment `shiplog` runs with on a fresh bench database, after creating the Bench account
+ * with its user (EMAIL / PASSWORD) and an API key there.
+ * @param {{ root: string, shiplogBin: string, serverLogLevel: string }} o @param {string} databaseUrl
+ */
+export async function benchAccountEnv(o, databaseUrl) {
+  /** @type {NodeJS.ProcessEnv} */
+  const env = {
+    ...process.env,
+    DATABASE_URL: databaseUrl,
+    SHIPLOG_SECRET: randomBytes(32).toString('hex'),
+    LOG_LEVEL: o.serverLogLevel,
+  }
+  delete env.REDIS_URL
+  delete env.PORT
+  await runNode(
+    [o.shiplogBin, 'users', 'create', '--account', 'Bench', '--email', EMAIL, '--password-stdin'],
+    {
+      env,
+      cwd: o.root,
+      input: `${PASSWORD}\n`,
+    },
+  )
+  await runNode([o.shiplogBin, 'keys', 'create', '--account', 'Bench', '--name', 'bench'], {
+    env,
+    cwd: o.root,
+  })
+  return env
+}
+
 /** @param {ReadsOptions} o */
 export async function benchReads(o) {
   /** @type {ExportRow[]} */
@@ -165,27 +195,7 @@ async function oneDataset(o, dialect, n, out) {
   const label = `${dialect} ${countLabel(n)}`
   const store = dialect === 'sqlite' ? sqliteDataset(o, n) : await postgresDataset(o, n)
   try {
-    /** @type {NodeJS.ProcessEnv} */
-    const env = {
-      ...process.env,
-      DATABASE_URL: store.databaseUrl,
-      SHIPLOG_SECRET: randomBytes(32).toString('hex'),
-      LOG_LEVEL: o.serverLogLevel,
-    }
-    delete env.REDIS_URL
-    delete env.PORT
-    await runNode(
-      [o.shiplogBin, 'users', 'create', '--account', 'Bench', '--email', EMAIL, '--password-stdin'],
-      {
-        env,
-        cwd: o.root,
-        input: `${PASSWORD}\n`,
-      },
-    )
-    await runNode([o.shiplogBin, 'keys', 'create', '--account', 'Bench', '--name', 'bench'], {
-      env,
-      cwd: o.root,
-    })
+    const env = await benchAccountEnv(o, store.databaseUrl)
 
     const plan = historyPlan(n, Date.now() - 60_000)
     process.stderr.write(`  ${label}: seeding ${n.toLocaleString('en-US')} events`)

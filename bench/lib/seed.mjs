@@ -58,7 +58,7 @@ export const SPAN_MS = 730 * 24 * 60 * 60 * 1000
 const DAY_MS = 24 * 60 * 60 * 1000
 
 /** Deterministic 32-bit mix (murmur3 finaliser) of a row number and a salt. @param {number} i @param {number} salt */
-function mix(i, salt) {
+export function mix(i, salt) {
   let h = Math.imul(i ^ salt, 0x9e3779b1)
   h ^= h >>> 16
   h = Math.imul(h, 0x85ebca6b)

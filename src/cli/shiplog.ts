@@ -1,4 +1,5 @@
-// The operator command: serve, migrate, users create|set-password, keys create|list|revoke.
+// The operator command: serve, migrate, users create|set-password, keys create|list|revoke,
+// deployments rebuild.
 import { readFileSync } from 'node:fs'
 import { parseArgs } from 'node:util'
 import { ConfigError, loadConfig, redactUrl } from '../config.js'
@@ -15,7 +16,14 @@ import {
   UserExistsError,
 } from '../domain/accounts.js'
 import { isDatabaseUnavailable } from '../domain/database-errors.js'
-import { createApiKey, listApiKeys, revokeApiKeyEverywhere } from '../domain/keys.js'
+import { rebuildDeployments } from '../domain/deployments/store.js'
+import {
+  createApiKey,
+  listApiKeys,
+  parseScopes,
+  revokeApiKeyEverywhere,
+  scopesFromColumn,
+} from '../domain/keys.js'
 import { passwordProblem } from '../domain/passwords.js'
 import { isUserRole, nameProblem, printableName, USER_ROLES } from '../domain/text-rules.js'
 import { PACKAGE_JSON } from '../paths.js'
@@ -44,11 +52,15 @@ Commands:
                                      give an existing user a new password (read from
                                      standard input) and end their sessions; with
                                      --one-time they must choose their own at next login
-  keys create --account NAME --name LABEL
-                                     create an API key; prints only the key on stdout
+  keys create --account NAME --name LABEL [--scope ingest|read|ingest,read]
+                                     create an API key; prints only the key on stdout;
+                                     ingest (the default) records events, read reads
+                                     the API (/api/v1/…, /get)
   keys list --account NAME           list the account's API keys
   keys revoke --account NAME ID-OR-KEY
                                      revoke a key by the id 'keys list' shows, or by the key
+  deployments rebuild                derive every deployment again from the events; safe
+                                     while servers run (their pages fill in as it goes)
 
 Configuration comes from the environment: PORT, HOST, DATABASE_URL (default
 sqlite:./data/shiplog.db), SHIPLOG_SECRET, SHIPLOG_PUBLIC_URL, LOG_LEVEL, REDIS_URL,
@@ -193,19 +205,32 @@ async function accountOrFail(database: Database, name: string) {
 }
 
 async function keysCreate(args: string[]): Promise<void> {
-  const usage = 'shiplog keys create --account NAME --name LABEL'
+  const usage = 'shiplog keys create --account NAME --name LABEL [--scope ingest|read|ingest,read]'
   const { values } = parseArgs({
     args,
-    options: { account: { type: 'string' }, name: { type: 'string' } },
+    options: { account: { type: 'string' }, name: { type: 'string' }, scope: { type: 'string' } },
     strict: true,
   })
   const accountName = required(values, 'account', usage)
   const name = required(values, 'name', usage).trim()
   const badName = nameProblem(name)
   if (badName) throw new CliError(`--name ${badName}`, 2)
+  // Checked before the database is opened: a bad scope creates nothing.
+  const scopes = values.scope === undefined ? (['ingest'] as const) : parseScopes(values.scope)
+  if (!scopes) {
+    throw new CliError(
+      `--scope must be ingest, read or ingest,read (got "${printableName(values.scope ?? '')}")`,
+      2,
+    )
+  }
   await withDatabase(async (database) => {
     const account = await accountOrFail(database, accountName)
-    const { key } = await createApiKey(database.db, { accountId: account.id, name, createdBy: 'cli' })
+    const { key } = await createApiKey(database.db, {
+      accountId: account.id,
+      name,
+      createdBy: 'cli',
+      scopes,
+    })
     // stdout carries the key alone so scripts can capture it: KEY=$(shiplog keys create ...)
     process.stdout.write(`${key}\n`)
   })
@@ -222,11 +247,12 @@ async function keysList(args: string[]): Promise<void> {
     const account = await accountOrFail(database, accountName)
     const keys = await listApiKeys(database.db, account.id)
     const rows = [
-      ['ID', 'NAME', 'PREFIX', 'CREATED', 'CREATED BY', 'LAST USED', 'STATUS'],
+      ['ID', 'NAME', 'PREFIX', 'SCOPES', 'CREATED', 'CREATED BY', 'LAST USED', 'STATUS'],
       ...keys.map((k) => [
         String(k.id),
         printableName(k.name),
         `${k.prefix}…`,
+        scopesFromColumn(k.scopes).join(',') || '-',
         formatTime(k.created_at),
         printableName(k.created_by),
         formatTime(k.last_used_at),
@@ -263,6 +289,21 @@ async function keysRevoke(args: string[]): Promise<void> {
         `account "${account.name}" has no key ${/^\d+$/.test(ref) ? ref : 'matching that value'}`,
       )
     process.stderr.write(`revoked key ${row.id} (${row.name}, ${row.prefix}…)\n`)
+  })
+}
+
+async function deploymentsRebuild(args: string[]): Promise<void> {
+  parseArgs({ args, options: {}, strict: true })
+  await withDatabase(async (database) => {
+    const started = Date.now()
+    let reported = 0
+    const derived = await rebuildDeployments(database, (count) => {
+      if (count - reported < 100_000) return
+      reported = count
+      process.stderr.write(`derived ${count} events…\n`)
+    })
+    const seconds = ((Date.now() - started) / 1000).toFixed(1)
+    process.stderr.write(`deployments rebuilt from ${derived} events in ${seconds} s\n`)
   })
 }
 
@@ -305,6 +346,7 @@ export async function main(argv: string[]): Promise<number> {
     else if (command === 'keys' && sub === 'create') await keysCreate(rest)
     else if (command === 'keys' && sub === 'list') await keysList(rest)
     else if (command === 'keys' && sub === 'revoke') await keysRevoke(rest)
+    else if (command === 'deployments' && sub === 'rebuild') await deploymentsRebuild(rest)
     else throw new CliError(`unknown command "${argv.slice(0, 2).join(' ')}" (see shiplog --help)`, 2)
     return 0
   } catch (err) {

@@ -6,6 +6,7 @@ import { sessionsSchema } from './migrations/2026_11_22_0002_sessions.js'
 import { versionSearchIndex } from './migrations/2026_11_22_0003_version_search.js'
 import { accountEmailsAndFlash } from './migrations/2026_11_23_0004_account_emails.js'
 import { deploymentsSchema } from './migrations/2026_11_23_0005_deployments.js'
+import { leanDeployments } from './migrations/2026_11_24_0006_lean_deployments.js'
 
 function provider(database: Database): MigrationProvider {
   return {
@@ -17,6 +18,7 @@ function provider(database: Database): MigrationProvider {
         '2026_11_22_0003_version_search': versionSearchIndex(database.dialect),
         '2026_11_23_0004_account_emails': accountEmailsAndFlash(database.dialect),
         '2026_11_23_0005_deployments': deploymentsSchema(),
+        '2026_11_24_0006_lean_deployments': leanDeployments(),
       }
     },
   }

@@ -22,6 +22,37 @@ export function generateApiKey(): string {
 /** What the database keeps of a key. */
 export const digestApiKey: (key: string) => string = sha256Hex
 
+/** What a key may do (SPEC §7): record events, read the API, or both. */
+export type KeyScope = 'ingest' | 'read'
+export const KEY_SCOPES: readonly KeyScope[] = ['ingest', 'read']
+
+/** The scopes column as stored: the names in KEY_SCOPES order, comma-separated. */
+export function scopesToColumn(scopes: readonly KeyScope[]): string {
+  return KEY_SCOPES.filter((s) => scopes.includes(s)).join(',')
+}
+
+/** The stored column read back; a value it cannot read grants nothing rather than everything. */
+export function scopesFromColumn(column: string | null | undefined): KeyScope[] {
+  const names = (column ?? '').split(',').map((s) => s.trim())
+  return KEY_SCOPES.filter((s) => names.includes(s))
+}
+
+/**
+ * Parses `ingest`, `read` or `ingest,read` (any order, any case, spaces allowed) as an operator
+ * types it; undefined for anything else (an unknown name, an empty list, a repeat).
+ */
+export function parseScopes(text: string): KeyScope[] | undefined {
+  const names = text.split(',').map((s) => s.trim().toLowerCase())
+  if (names.length === 0 || names.length > KEY_SCOPES.length) return undefined
+  const scopes: KeyScope[] = []
+  for (const name of names) {
+    const scope = KEY_SCOPES.find((s) => s === name)
+    if (!scope || scopes.includes(scope)) return undefined
+    scopes.push(scope)
+  }
+  return KEY_SCOPES.filter((s) => scopes.includes(s))
+}
+
 export interface CreatedApiKey {
   /** The plaintext: returned once, never stored. */
   key: string
@@ -30,8 +61,17 @@ export interface CreatedApiKey {
 
 export async function createApiKey(
   db: Kysely<DB>,
-  input: { accountId: number; name: string; createdBy: string; createdByUserId?: number | null },
+  input: {
+    accountId: number
+    name: string
+    createdBy: string
+    createdByUserId?: number | null
+    /** Default: ingest only, as every key was before scopes existed. */
+    scopes?: readonly KeyScope[]
+  },
 ): Promise<CreatedApiKey> {
+  const scopes = scopesToColumn(input.scopes ?? ['ingest'])
+  if (scopes === '') throw new Error('an API key needs at least one scope')
   const key = generateApiKey()
   const row = await db
     .insertInto('api_keys')
@@ -45,6 +85,7 @@ export async function createApiKey(
       created_by_user_id: input.createdByUserId ?? null,
       last_used_at: null,
       revoked_at: null,
+      scopes,
     })
     .returningAll()
     .executeTakeFirstOrThrow()
@@ -107,6 +148,9 @@ export interface VerifiedKey {
   name: string
   /** SHA-256 of the key: unique across installations, so shared counters (Redis) can use it. */
   digest: string
+  /** Read with the key and cached with it, so checking a scope costs no query. */
+  canIngest: boolean
+  canRead: boolean
 }
 
 interface KeyRow {
@@ -114,9 +158,10 @@ interface KeyRow {
   account_id: number
   name: string
   revoked_at: number | null
+  scopes: string
 }
 
-const KEY_BY_DIGEST = 'SELECT id, account_id, name, revoked_at FROM api_keys WHERE digest = '
+const KEY_BY_DIGEST = 'SELECT id, account_id, name, revoked_at, scopes FROM api_keys WHERE digest = '
 
 /**
  * Finds a key's row by its digest. Every ingest request asks this (SQLite keeps no cache, so a
@@ -191,7 +236,15 @@ export class ApiKeyVerifier {
   async #find(digest: string): Promise<VerifiedKey | undefined> {
     const row = await this.#lookup(digest)
     if (!row || row.revoked_at !== null) return undefined
-    return { id: row.id, accountId: row.account_id, name: row.name, digest }
+    const scopes = scopesFromColumn(row.scopes)
+    return {
+      id: row.id,
+      accountId: row.account_id,
+      name: row.name,
+      digest,
+      canIngest: scopes.includes('ingest'),
+      canRead: scopes.includes('read'),
+    }
   }
 
   /** Forget a key at once (after this process revoked it). */

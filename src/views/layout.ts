@@ -6,7 +6,7 @@ export interface LayoutOptions {
   title: string
   user?: SessionUser | null
   /** Which navigation entry is the current page. */
-  current?: 'logs' | 'settings' | null
+  current?: 'board' | 'logs' | 'insights' | 'settings' | null
   csrfToken?: string
   body: SafeHtml
 }
@@ -15,7 +15,9 @@ export function layout(options: LayoutOptions): SafeHtml {
   const { user, current, title } = options
   const nav = user
     ? html`<nav aria-label="Main">
+          <a href="/services/" ${current === 'board' ? html`aria-current="page"` : ''}>Board</a>
           <a href="/logs/" ${current === 'logs' ? html`aria-current="page"` : ''}>Logs</a>
+          <a href="/insights/" ${current === 'insights' ? html`aria-current="page"` : ''}>Insights</a>
           <a href="/settings/" ${current === 'settings' ? html`aria-current="page"` : ''}>Settings</a>
         </nav>
         <div class="who">

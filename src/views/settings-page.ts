@@ -1,5 +1,6 @@
 // Settings: API keys (create, shown once, list, revoke), ready-to-paste snippets, and users.
 import type { ApiKeyRow, User } from '../db/schema.js'
+import { scopesFromColumn } from '../domain/keys.js'
 import type { Flash, SessionUser } from '../domain/sessions.js'
 import { html, type SafeHtml } from './html.js'
 import { layout, timeTag } from './layout.js'
@@ -15,6 +16,8 @@ export interface SettingsPageData {
   secret?: Flash['secret']
   notice?: string
   errors: string[]
+  /** The board's sections (environments, stall time, badges): src/views/board-settings.ts. */
+  board?: SafeHtml
 }
 
 /** The one notice pattern: the result of the last action, at the top of the page, shown once. */
@@ -51,6 +54,12 @@ function secretBlock(id: string, label: string, value: string, explanation: stri
     </div>`
 }
 
+/** A key's scopes in words: what it may do (SPEC §7). */
+function scopeLabel(column: string): string {
+  const scopes = scopesFromColumn(column)
+  return scopes.length === 0 ? 'none' : scopes.join(', ')
+}
+
 function keyRows(d: SettingsPageData, isAdmin: boolean): SafeHtml {
   if (d.keys.length === 0) return html`<p>No API keys yet.${isAdmin ? ' Create one below.' : ''}</p>`
   return html`<div class="table-wrap"><table class="stack-on-phone keys-table">
@@ -58,6 +67,7 @@ function keyRows(d: SettingsPageData, isAdmin: boolean): SafeHtml {
       <thead><tr>
         <th scope="col">Name</th><th scope="col">Prefix</th><th scope="col">Created</th>
         <th scope="col">Created by</th><th scope="col">Last used</th><th scope="col">Status</th>
+        <th scope="col">Scopes</th>
         ${isAdmin ? html`<th scope="col"><span class="sr-only">Actions</span></th>` : ''}
       </tr></thead>
       <tbody>${d.keys.map(
@@ -68,6 +78,7 @@ function keyRows(d: SettingsPageData, isAdmin: boolean): SafeHtml {
           <td>${k.created_by}</td>
           <td>${k.last_used_at === null ? 'never' : timeTag(k.last_used_at)}</td>
           <td>${k.revoked_at === null ? 'active' : html`<span class="badge revoked">revoked</span> ${timeTag(k.revoked_at)}`}</td>
+          <td class="key-scopes">${scopeLabel(k.scopes)}</td>
           ${
             isAdmin
               ? html`<td>${
@@ -211,6 +222,19 @@ export function settingsPage(d: SettingsPageData): SafeHtml {
                 <label for="key-name">Name for a new key</label>
                 <input id="key-name" name="name" type="text" required maxlength="100" placeholder="e.g. github-actions" aria-describedby="key-name-hint">
                 <p class="hint" id="key-name-hint">Name it after where it will be used, so you know what to revoke.</p>
+                <input type="hidden" name="scopes_offered" value="1">
+                <fieldset aria-describedby="key-scope-hint">
+                  <legend>What the key may do (at least one)</legend>
+                  <div class="choice">
+                    <input type="checkbox" id="key-scope-ingest" name="scope" value="ingest" checked>
+                    <label for="key-scope-ingest">ingest: record events (/put, /deploy)</label>
+                  </div>
+                  <div class="choice">
+                    <input type="checkbox" id="key-scope-read" name="scope" value="read">
+                    <label for="key-scope-read">read: read the API (/api/v1/…, /get)</label>
+                  </div>
+                </fieldset>
+                <p class="hint" id="key-scope-hint">Give a pipeline only ingest, and a dashboard or script only read. The <a href="/docs">API documentation</a> lists what each scope opens.</p>
                 <p><button type="submit">Create API key</button></p>
               </form>`
             : ''
@@ -218,6 +242,7 @@ export function settingsPage(d: SettingsPageData): SafeHtml {
       </section>
       ${snippets(d.baseUrl, d.deployImage)}
       ${usersSection(d, isAdmin)}
+      ${d.board ?? ''}
       <h2>Your account</h2>
       <p><a href="/account/password">Change your password</a></p>`,
   })

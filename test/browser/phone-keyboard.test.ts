@@ -193,11 +193,19 @@ test('on a 390 px phone /logs/ shows each event as a card with status, service, 
   await page.goto(`${base}/logs/`)
   assert.equal(await focused(page), '(body)')
   const order: string[] = []
-  for (let i = 0; i < 5; i++) {
+  for (let i = 0; i < 7; i++) {
     await page.keyboard.press('Tab')
     order.push(await focused(page))
   }
-  assert.deepEqual(order, ['a Skip to content', 'a Shiplog', 'a Logs', 'a Settings', 'button Log out'])
+  assert.deepEqual(order, [
+    'a Skip to content',
+    'a Shiplog',
+    'a Board',
+    'a Logs',
+    'a Insights',
+    'a Settings',
+    'button Log out',
+  ])
   const skip = page.getByRole('link', { name: 'Skip to content' })
   // Focused, the skip link is shown on screen (it hides off-screen otherwise).
   await page.goto(`${base}/logs/`)

@@ -113,6 +113,26 @@ test('what ran at a past instant, and the latest deployment as it stood then', (
   assert.equal(latestAt(deployments, T0 + 100 * MIN, 60 * MIN)?.outcome, 'stalled')
 })
 
+test('what runs is the success that finished last in time, even when instances disagree on the clock', () => {
+  // Event 3 arrives after event 2 but carries an earlier time (another instance's clock is behind):
+  // 1.1 finished at minute 20, 1.0's redeploy at minute 15, so 1.1 runs, and 1.0 is no rollback.
+  const deployments = deriveDeployments(
+    history([
+      ['api', 'prod', '1.0', 'Deployed', 0],
+      ['api', 'prod', '1.1', 'Deployed', 20],
+      ['api', 'prod', '1.0', 'Deployed', 15],
+    ]),
+  )
+  assert.deepEqual(deployments.map(brief), [
+    '#1 api/prod 1.0 0→succeeded@0 [1] instant',
+    '#2 api/prod 1.1 20→succeeded@20 [2] instant',
+    '#3 api/prod 1.0 15→succeeded@15 [3] instant',
+  ])
+  assert.equal(runningAt(deployments, T0 + 30 * MIN)?.id, 2)
+  assert.equal(runningAt(deployments, T0 + 16 * MIN)?.id, 3, 'between the two, the earlier one ran')
+  assert.equal(latestAt(deployments, T0 + 30 * MIN, 60 * MIN)?.deployment.id, 2, 'latest by start time')
+})
+
 test('spread: median of an even count is the mean of the middle two; p90 is the nearest rank', () => {
   assert.equal(spreadOf([]), null)
   assert.deepEqual(spreadOf([5]), { median: 5, p90: 5, count: 1 })

@@ -51,11 +51,16 @@ test('a failing task is logged once, then counted; one line when it works again;
   assert.equal(log.lines.filter((l) => l.level === 'debug').length, calls - 3, 'a line per good run')
 })
 
-test('the app runs the key-usage flush, session clean-up and (on SQLite) the version index on its runner', async (t) => {
+test('the app runs the key-usage flush, session clean-up, deployments catch-up and (on SQLite) the version index on its runner', async (t) => {
   const ctx = await buildTestApp(t)
   await ctx.app.ready()
   const names = Object.keys(ctx.app.shiplog.tasks.counters()).sort()
-  const expected = ['key-usage', 'session-cleanup', ...(testDialect === 'sqlite' ? ['version-index'] : [])]
+  const expected = [
+    'deployments',
+    'key-usage',
+    'session-cleanup',
+    ...(testDialect === 'sqlite' ? ['version-index'] : []),
+  ]
   assert.deepEqual(names, expected.sort())
   if (testDialect === 'sqlite') {
     for (let waited = 0; (ctx.app.shiplog.tasks.counters()['version-index']?.runs ?? 0) < 1; waited += 20) {

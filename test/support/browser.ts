@@ -1,5 +1,5 @@
 // Drives the real `shiplog serve` process with headless Chromium: launch, UI steps, HTTP ingest and downloads.
-import { existsSync } from 'node:fs'
+import { existsSync, mkdirSync } from 'node:fs'
 import { readFile } from 'node:fs/promises'
 import {
   type Browser,
@@ -27,6 +27,20 @@ const CHROMIUM_ARGS = [
 
 /** Upper bound for one browser test (server start, browser launch and every step). */
 export const BROWSER_TEST_TIMEOUT_MS = 90_000
+
+/**
+ * Where browser tests leave their screenshots for a person to look at: SHIPLOG_SCREENSHOTS, or
+ * test-results/screenshots in the checkout (ignored by git). Named per database, as both suites
+ * run the same tests.
+ */
+export const SCREENSHOT_DIR =
+  process.env.SHIPLOG_SCREENSHOTS ?? new URL('../../test-results/screenshots/', import.meta.url).pathname
+
+export async function saveScreenshot(page: Page, name: string, fullPage = true): Promise<void> {
+  mkdirSync(SCREENSHOT_DIR, { recursive: true })
+  const dialect = process.env.SHIPLOG_TEST_DB === 'postgres' ? 'postgres' : 'sqlite'
+  await page.screenshot({ path: `${SCREENSHOT_DIR.replace(/\/$/, '')}/${name}-${dialect}.png`, fullPage })
+}
 
 const ci = process.env.CI === 'true' || process.env.CI === '1'
 

@@ -247,8 +247,9 @@ test('every state-changing route of the app, found from its route table, refuses
         assert.match(res.payload, /This form has expired/, where)
         forms.push(`${method} ${path}`)
       } else if (res.statusCode === 401) {
-        // The ingest API: no key, no entry (a browser cannot add an X-API-Key to a cross-site form).
-        assert.ok(['/put', '/deploy'].includes(path), where)
+        // The ingest API and the key-only read endpoints: no key, no entry (a browser cannot add an
+        // X-API-Key to a cross-site form).
+        assert.ok(['/put', '/deploy', '/get', '/get/logs'].includes(path), where)
       } else {
         // Not a route for this method (405), or one that cannot read a form at all (415).
         assert.ok([405, 415].includes(res.statusCode), where)
@@ -259,8 +260,12 @@ test('every state-changing route of the app, found from its route table, refuses
     'POST /account/password',
     'POST /login',
     'POST /logout',
+    'POST /services/:service/meta',
+    'POST /settings/badge-token',
+    'POST /settings/environments',
     'POST /settings/keys',
     'POST /settings/keys/:id/revoke',
+    'POST /settings/stall-time',
     'POST /settings/users',
     'POST /settings/users/:id/password',
     'POST /settings/users/:id/remove',

@@ -47,7 +47,7 @@ test('first run: / and /login lead to /setup, which creates the account and its 
   const logs = await browser.get('/logs/')
   assert.equal(logs.statusCode, 200)
   assert.match(logs.payload, /founder@example\.com/)
-  assertRedirect(await browser.get('/'), '/logs/')
+  assertRedirect(await browser.get('/'), '/services/')
 })
 
 test('after set-up, /setup redirects away and cannot create a second admin', async (t) => {
@@ -185,8 +185,8 @@ test('anonymous requests for /logs/, /settings/ and the exports are sent to /log
     headers: { cookie: 'shiplog_session=AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA.forged' },
   })
   assertRedirect(forged, '/login')
-  // Once someone has an account, / leads to the log (SPEC §3), which sends a visitor on to /login.
-  assertRedirect(await ctx.app.inject({ method: 'GET', url: '/' }), '/logs/')
+  // Once someone has an account, / leads to the board (UI.md: its home), which sends a visitor on to /login.
+  assertRedirect(await ctx.app.inject({ method: 'GET', url: '/' }), '/services/')
 })
 
 test('after login the user lands on the page they first asked for, never on another site', async (t) => {

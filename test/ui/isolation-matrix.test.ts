@@ -6,6 +6,7 @@ import { readFileSync } from 'node:fs'
 import { test } from 'node:test'
 import type { FastifyInstance, HTTPMethods } from 'fastify'
 import type { User } from '../../src/db/schema.js'
+import { createApiKey } from '../../src/domain/keys.js'
 import { buildTestApp, type Tenant, type TestApp } from '../helper.js'
 import {
   assertRedirect,
@@ -82,6 +83,12 @@ interface World {
   markers: { text: string; pattern: RegExp }[]
   /** A's rows as they must still be; taken after the fixture, moved on after each route. */
   baseline: unknown
+  /** B's key with the read scope (B's own `b.key` only ingests). */
+  bReadKey: string
+  /** A's badge token: B must not be able to use it or learn it. */
+  aBadgeToken: string
+  /** B's badge token as it stands (B's admin rotates it in the matrix, before the badge cases). */
+  bBadgeToken: string
 }
 
 /** A registered method + URL, as the onRoute hook saw it. */
@@ -258,8 +265,22 @@ async function snapshotOfA(w: Pick<World, 'ctx' | 'a'>): Promise<unknown> {
   const { db } = w.ctx.database
   const accountId = w.a.account.id
   return {
-    // All of them: set-up must not be able to add an account either.
-    accounts: await db.selectFrom('accounts').selectAll().orderBy('id').execute(),
+    // All of them (set-up must not be able to add an account either), and A's whole row: its stall
+    // time and badge token too. (B may change its own settings.)
+    accounts: await db.selectFrom('accounts').select(['id', 'name']).orderBy('id').execute(),
+    account: await db.selectFrom('accounts').selectAll().where('id', '=', accountId).execute(),
+    environmentSettings: await db
+      .selectFrom('environment_settings')
+      .selectAll()
+      .where('account_id', '=', accountId)
+      .orderBy('name')
+      .execute(),
+    services: await db
+      .selectFrom('services')
+      .selectAll()
+      .where('account_id', '=', accountId)
+      .orderBy('name')
+      .execute(),
     users: await db
       .selectFrom('users')
       .selectAll()
@@ -412,8 +433,32 @@ const world = sharedFixture(async (cleanup) => {
       .flatMap((k) => [k.prefix, k.digest])
       .map((text) => ({ text, pattern: new RegExp(escapeRegExp(text)) })),
   ]
+  const bReadKey = (
+    await createApiKey(db, {
+      accountId: b.account.id,
+      name: 'beta-reader',
+      createdBy: 'test',
+      scopes: ['read'],
+    })
+  ).key
+  const aBadgeToken = 'acmebadgetoken-0123456789q7'
+  await db.updateTable('accounts').set({ badge_token: aBadgeToken }).where('id', '=', a.account.id).execute()
+  await db
+    .updateTable('accounts')
+    .set({ badge_token: 'betabadgetoken-0123456789k3' })
+    .where('id', '=', b.account.id)
+    .execute()
+  await db
+    .insertInto('services')
+    .values({ account_id: a.account.id, name: 'shared-name', team: 'acme-team-q2', updated_at: Date.now() })
+    .execute()
+  for (const text of [aBadgeToken, 'acme-team-q2'])
+    markers.push({ text, pattern: new RegExp(escapeRegExp(text)) })
   const w: World = {
     ctx,
+    bReadKey,
+    aBadgeToken,
+    bBadgeToken: 'betabadgetoken-0123456789k3',
     a,
     aSecond,
     b,
@@ -472,6 +517,54 @@ const exportEntry = (format: 'csv' | 'json'): Entry => ({
 })
 
 const PUBLIC_REASON = 'public: the same fixed answer for everyone, holding no account data'
+
+/** /api/v1/events and /deployments: 401 without a key, 403 for an ingest-only key, B's rows only. */
+function readApiEntry(list: 'events' | 'deployments'): Entry {
+  const onlyB =
+    (nonEmpty: boolean): Check =>
+    (res) => {
+      assert.equal(res.statusCode, 200, res.payload.slice(0, 300))
+      const rows = (res.json() as Record<string, { version: string }[]>)[list] ?? []
+      assert.ok(
+        rows.every((r) => r.version.startsWith('beta-')),
+        `only B's ${list}: ${rows.map((r) => r.version).join(', ')}`,
+      )
+      if (nonEmpty) assert.ok(rows.length > 0, `B's own ${list} are listed`)
+    }
+  return {
+    why: `B's session or read key lists B's ${list} only, whatever the filter; B's ingest key lacks the read scope`,
+    cases: (w) =>
+      [
+        ['', true],
+        ['?service=shared-name', true],
+        ['?service=acme-only', false],
+        [`?account_id=${w.a.account.id}&limit=1000`, true],
+      ].flatMap(([query, nonEmpty]) => [
+        ...from(
+          { anonymous: status(401), bKey: status(403), bAdmin: onlyB(nonEmpty as boolean) },
+          { url: `/api/v1/${list}${query}` },
+        ),
+        ...from(
+          { anonymous: onlyB(nonEmpty as boolean) },
+          { url: `/api/v1/${list}${query}`, headers: { 'x-api-key': w.bReadKey } },
+        ),
+      ]),
+  }
+}
+
+/** The original interface's reads: a read key only (a session is no key), confined to its account. */
+function legacyReadEntry(path: '/get' | '/get/logs', method: 'GET' | 'POST'): Entry {
+  const fields = path === '/get/logs' ? { app: 'acme-only', env: 'prod' } : {}
+  const url = method === 'GET' && path === '/get/logs' ? '/get/logs?app=acme-only&env=prod' : path
+  const body = method === 'POST' ? { json: fields } : {}
+  return {
+    why: "a read key only, and it reads its own account: A's app is empty for B; B's ingest key is refused",
+    cases: (w) => [
+      ...from({ anonymous: status(401), bKey: status(403), bAdmin: status(401) }, { url, ...body }),
+      ...from({ anonymous: status(200) }, { url, ...body, headers: { 'x-api-key': w.bReadKey } }),
+    ],
+  }
+}
 
 const MATRIX: Record<string, Entry> = {
   'GET /healthz': {
@@ -540,7 +633,7 @@ const MATRIX: Record<string, Entry> = {
     why: 'a redirect only',
     cases: () =>
       from(
-        { anonymous: redirect('/logs/'), bKey: redirect('/logs/'), bAdmin: redirect('/logs/') },
+        { anonymous: redirect('/services/'), bKey: redirect('/services/'), bAdmin: redirect('/services/') },
         { url: '/' },
       ),
   },
@@ -682,6 +775,270 @@ const MATRIX: Record<string, Entry> = {
   },
   'GET /logs/export.csv': exportEntry('csv'),
   'GET /logs/export.json': exportEntry('json'),
+
+  'GET /insights': {
+    why: 'a redirect to /insights/ keeping the query; reads nothing',
+    cases: () =>
+      from(
+        {
+          anonymous: redirect('/insights/', 301),
+          bKey: redirect('/insights/', 301),
+          bAdmin: redirect('/insights/', 301),
+        },
+        { url: '/insights?service=acme-only' },
+      ),
+  },
+  'GET /insights/': {
+    why: "B's insights count B's deployments only; A's service names are unknown to B",
+    cases: () => {
+      const window = 'environment=prod&range=custom&from=2025-12-01&to=2026-02-01&tz=UTC'
+      return [
+        ...[`/insights/?${window}`, `/insights/?${window}&service=shared-name`].flatMap((url) =>
+          from({ ...outsiders(false), bAdmin: allOf(status(200), contains('5 succeeded')) }, { url }),
+        ),
+        ...from(
+          { ...outsiders(false), bAdmin: status(404) },
+          { url: `/insights/?${window}&service=acme-only` },
+        ),
+      ]
+    },
+  },
+  'GET /insights/deployments': {
+    why: "the deployments behind B's figures are B's only, whatever the filter",
+    cases: () => {
+      const window = 'environment=prod&range=custom&from=2025-12-01&to=2026-02-01&tz=UTC'
+      return [
+        ...['succeeded', 'finished', 'lead_time'].flatMap((kind) =>
+          from(
+            { ...outsiders(false), bAdmin: onlyBEvents(true) },
+            { url: `/insights/deployments?${window}&service=shared-name&kind=${kind}` },
+          ),
+        ),
+        ...from(
+          { ...outsiders(false), bAdmin: status(404) },
+          { url: `/insights/deployments?${window}&service=acme-only&kind=failed` },
+        ),
+      ]
+    },
+  },
+
+  'GET /services': {
+    why: 'a redirect to /services/ keeping the query; reads nothing',
+    cases: () =>
+      from(
+        {
+          anonymous: redirect('/services/', 301),
+          bKey: redirect('/services/', 301),
+          bAdmin: redirect('/services/', 301),
+        },
+        { url: '/services?name=acme-only' },
+      ),
+  },
+  'GET /services/': {
+    why: "B's board shows B's services only, whatever the filter or instant",
+    cases: (w) =>
+      [
+        '/services/',
+        '/services/?name=shared',
+        '/services/?team=acme-team-q2',
+        '/services/?at=2026-01-01T00:03:00Z',
+        `/services/?account_id=${w.a.account.id}`,
+      ].flatMap((url) =>
+        from(
+          {
+            ...outsiders(false),
+            bAdmin: allOf(status(200), (res) => {
+              const names = [...res.payload.matchAll(/<tr data-service="([^"]*)"/g)].map((m) => m[1])
+              assert.ok(
+                names.every((n) => n === 'shared-name'),
+                `only B's services: ${names.join(', ')}`,
+              )
+            }),
+          },
+          { url },
+        ),
+      ),
+  },
+  'GET /services/:service': {
+    why: 'a redirect to the page with a slash; reads nothing',
+    cases: () =>
+      from(
+        {
+          anonymous: redirect('/services/acme-only/', 301),
+          bKey: redirect('/services/acme-only/', 301),
+          bAdmin: redirect('/services/acme-only/', 301),
+        },
+        { url: '/services/acme-only' },
+      ),
+  },
+  'GET /services/:service/': {
+    why: "B's service page lists B's deployments only; A's service names are unknown to B",
+    cases: () => [
+      ...from(
+        { ...outsiders(false), bAdmin: allOf(status(200), contains('beta-4')) },
+        { url: '/services/shared-name/' },
+      ),
+      ...from({ ...outsiders(false), bAdmin: status(404) }, { url: '/services/acme-only/' }),
+    ],
+  },
+  'POST /services/:service/meta': {
+    why: "admins only, and only for their own account's services: A's service is unknown to B",
+    cases: () => [
+      ...from(
+        { ...outsiders(true), bAdmin: status(404) },
+        { url: '/services/acme-only/meta', form: { team: 'beta-took-it' } },
+      ),
+      ...from({ aMember: status(403) }, { url: '/services/shared-name/meta', form: { team: 'member-try' } }),
+      // B's own service of the same name: B's row changes, A's stays (the snapshot checks it).
+      ...from(
+        { bAdmin: status(303) },
+        { url: '/services/shared-name/meta', form: { team: 'beta-team', description: 'beta made' } },
+      ),
+    ],
+  },
+  'POST /settings/environments': {
+    why: "admins only; reorders and hides the caller's own account's environments only",
+    cases: () => [
+      ...from(
+        { ...outsiders(true), aMember: status(403), bAdmin: status(303) },
+        { url: '/settings/environments', form: { environment: 'prod', action: 'hide' } },
+      ),
+      ...from(
+        { bAdmin: status(303) },
+        { url: '/settings/environments', form: { environment: 'prod', action: 'show' } },
+      ),
+    ],
+  },
+  'POST /settings/stall-time': {
+    why: "admins only; sets the caller's own account's stall time only",
+    cases: () =>
+      from(
+        { ...outsiders(true), aMember: status(403), bAdmin: status(303) },
+        { url: '/settings/stall-time', form: { minutes: '7' } },
+      ),
+  },
+  'POST /settings/badge-token': {
+    why: "admins only; rotates the caller's own account's badge token only",
+    cases: () =>
+      from(
+        {
+          ...outsiders(true),
+          aMember: status(403),
+          bAdmin: allOf(status(303), async (_res, w) => {
+            const row = await w.ctx.database.db
+              .selectFrom('accounts')
+              .select('badge_token')
+              .where('id', '=', w.b.account.id)
+              .executeTakeFirstOrThrow()
+            assert.notEqual(row.badge_token, w.bBadgeToken, "B's token is a new one")
+            w.bBadgeToken = String(row.badge_token)
+          }),
+        },
+        { url: '/settings/badge-token', form: {} },
+      ),
+  },
+  'GET /badge/:token/:service/:file': {
+    why: "public by token: B's token shows B's versions only; a wrong token gets the one refusal",
+    cases: (w) => [
+      // A's token is not B's to use: the same 404 for everyone, whatever the service.
+      ...from(
+        { anonymous: status(404), bKey: status(404), bAdmin: status(404) },
+        { url: '/badge/not-a-token/acme-only/prod.svg' },
+      ),
+      ...from(
+        {
+          anonymous: allOf(status(200), contains('beta-')),
+          bAdmin: allOf(status(200), contains('beta-')),
+        },
+        { url: `/badge/${w.bBadgeToken}/shared-name/prod.json` },
+      ),
+      // B's token with A's service: nothing of A (the same grey badge as an unknown service).
+      ...from(
+        { anonymous: allOf(status(200), contains('no deployment')) },
+        { url: `/badge/${w.bBadgeToken}/acme-only/prod.svg` },
+      ),
+      ...from({ anonymous: status(404) }, { url: `/badge/${w.aBadgeToken}x/acme-only/prod.svg` }),
+    ],
+  },
+
+  'GET /openapi.json': {
+    why: `${PUBLIC_REASON} (the API description)`,
+    cases: () =>
+      from({ anonymous: status(200), bKey: status(200), bAdmin: status(200) }, { url: '/openapi.json' }),
+  },
+  ...Object.fromEntries(
+    [
+      ['GET /docs', '/docs', 200],
+      ['HEAD /docs/', '/docs/', 200],
+      ['GET /docs/static/index.html', '/docs/static/index.html', 302],
+      ['GET /docs/static/swagger-initializer.js', '/docs/static/swagger-initializer.js', 200],
+      ['GET /docs/json', '/docs/json', 200],
+      ['GET /docs/yaml', '/docs/yaml', 200],
+      ['GET /docs/static/*', '/docs/static/swagger-ui.css', 200],
+    ].map(([key, url, code]) => [
+      key as string,
+      {
+        why: `${PUBLIC_REASON} (the API reference, served from the installed package)`,
+        cases: () =>
+          from(
+            {
+              anonymous: status(code as number),
+              bKey: status(code as number),
+              bAdmin: status(code as number),
+            },
+            { url: url as string },
+          ),
+      } satisfies Entry,
+    ]),
+  ),
+
+  'GET /api/v1/events': readApiEntry('events'),
+  'GET /api/v1/deployments': readApiEntry('deployments'),
+  'GET /api/v1/services': {
+    why: "B's board as data: B's services only; B's ingest key lacks the read scope",
+    cases: (w) =>
+      ['/api/v1/services', '/api/v1/services?at=2026-01-01T00:03:00Z'].flatMap((url) => [
+        ...from(
+          {
+            anonymous: status(401),
+            bKey: status(403),
+            bAdmin: allOf(status(200), (res) => {
+              const names = (res.json() as { services: { service: string }[] }).services.map((s) => s.service)
+              assert.deepEqual(names, ['shared-name'])
+            }),
+          },
+          { url },
+        ),
+        ...from({ anonymous: status(200) }, { url, headers: { 'x-api-key': w.bReadKey } }),
+      ]),
+  },
+  'GET /api/v1/metrics': {
+    why: "B's metrics count B's deployments only; A's service names are unknown to B",
+    cases: (w) => {
+      const window = 'environment=prod&from=2025-12-01T00:00:00Z&to=2026-02-01T00:00:00Z'
+      return [
+        ...from(
+          {
+            anonymous: status(401),
+            bKey: status(403),
+            bAdmin: allOf(status(200), (res) =>
+              assert.equal((res.json() as { deployments_succeeded: number }).deployments_succeeded, 5),
+            ),
+          },
+          { url: `/api/v1/metrics?${window}` },
+        ),
+        ...from({ bAdmin: status(404) }, { url: `/api/v1/metrics?${window}&service=acme-only` }),
+        ...from(
+          { anonymous: status(404) },
+          { url: `/api/v1/metrics?${window}&service=acme-only`, headers: { 'x-api-key': w.bReadKey } },
+        ),
+      ]
+    },
+  },
+  'GET /get': legacyReadEntry('/get', 'GET'),
+  'POST /get': legacyReadEntry('/get', 'POST'),
+  'GET /get/logs': legacyReadEntry('/get/logs', 'GET'),
+  'POST /get/logs': legacyReadEntry('/get/logs', 'POST'),
 
   'GET /settings': {
     why: 'a redirect only',

@@ -8,7 +8,6 @@ import {
   type DeploymentEvent,
   emptyGroupState,
   type GroupState,
-  groupKey,
 } from './rules.js'
 
 /** Events derived per run: a few milliseconds of the write lock. */
@@ -101,8 +100,17 @@ export interface GroupId {
   environment: string
 }
 
+/**
+ * A map key for a group. U+001F cannot occur in a name (ingest refuses control characters), so
+ * joining by it is unambiguous, and it costs far less than JSON on every event.
+ */
 export function groupIdKey(g: GroupId): string {
-  return `${g.accountId}:${groupKey(g.service, g.environment)}`
+  return `${g.accountId}\u001f${g.service}\u001f${g.environment}`
+}
+
+/** A map key for a service's version in an account (the same reasoning as groupIdKey). */
+export function versionKey(accountId: number, service: string, version: string): string {
+  return `${accountId}\u001f${service}\u001f${version}`
 }
 
 export interface GapRow {
@@ -111,6 +119,11 @@ export interface GapRow {
   seen_at: number
 }
 
+/**
+ * A group's row in deployment_heads: it exists once the group has a deployment, and names the one
+ * running. `latest_id` is only what it was when the row was last written (the board reads the
+ * latest deployment from the deployments themselves).
+ */
 export interface HeadRow {
   account_id: number
   service: string
@@ -131,6 +144,11 @@ export interface FirstRow {
 export interface LoadedGroup {
   state: GroupState
   latestId: number
+  /**
+   * The running deployment the stored head names; undefined when the group has no head row yet.
+   * A head is written only when this changes: about one success in two events, not every event.
+   */
+  headRunningId: number | null | undefined
 }
 
 /** The first reads of a run: where derivation stands and what arrived. */
@@ -155,6 +173,8 @@ export interface BatchWrites {
   derived: number
   /** Events of the batch proper (late ones not counted): a full batch means more may wait. */
   batchSize: number
+  /** Where each group the run touched stands after it, by groupIdKey (what a cache keeps). */
+  states: Map<string, LoadedGroup>
 }
 
 export function groupOf(event: StoredEvent): GroupId {
@@ -209,6 +229,7 @@ export function planBatch(
     through: start.batch.at(-1)?.id ?? null,
     derived: start.batch.length + start.gapEvents.length,
     batchSize: start.batch.length,
+    states: new Map(),
   }
   const changed = new Map<number, DeploymentRow>()
 
@@ -223,13 +244,22 @@ export function planBatch(
       }
     }
     writes.heads.push(headRow(group, state, latest))
+    writes.states.set(groupIdKey(group), {
+      state,
+      latestId: latest,
+      headRunningId: state.running?.id ?? null,
+    })
   }
 
   for (const { group, events } of incrementalGroups(
     start,
     [...regrouped.values()].map((r) => r.group),
   )) {
-    const entry = loaded.get(groupIdKey(group)) ?? { state: emptyGroupState(), latestId: 0 }
+    const entry: LoadedGroup = loaded.get(groupIdKey(group)) ?? {
+      state: emptyGroupState(),
+      latestId: 0,
+      headRunningId: undefined,
+    }
     let latest = entry.latestId
     for (const event of events) {
       for (const d of applyEvent(entry.state, event)) {
@@ -237,14 +267,20 @@ export function planBatch(
         latest = Math.max(latest, d.id)
       }
     }
-    writes.heads.push(headRow(group, entry.state, latest))
+    const runningId = entry.state.running?.id ?? null
+    if (entry.headRunningId !== runningId) {
+      writes.heads.push(headRow(group, entry.state, latest))
+      entry.headRunningId = runningId
+    }
+    entry.latestId = latest
+    writes.states.set(groupIdKey(group), entry)
   }
   writes.deployments = [...changed.values()].sort((a, b) => a.id - b.id)
 
   // Lead time starts at the first deployment of a (service, version): keep the lowest id seen.
   const firsts = new Map<string, FirstRow>()
   for (const d of writes.deployments) {
-    const key = `${d.account_id}:${JSON.stringify([d.service, d.version])}`
+    const key = versionKey(d.account_id, d.service, d.version)
     const known = firsts.get(key)
     if (!known || d.id < known.deployment_id) {
       firsts.set(key, {
@@ -311,5 +347,9 @@ export function loadedGroup(
     state.open.set(d.version, d)
   }
   for (const version of succeededVersions) state.succeededVersions.add(version)
-  return { state, latestId: head ? Number(head.latest_id) : 0 }
+  return {
+    state,
+    latestId: head ? Number(head.latest_id) : 0,
+    headRunningId: head === undefined ? undefined : head.running_id === null ? null : Number(head.running_id),
+  }
 }

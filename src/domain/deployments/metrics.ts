@@ -151,8 +151,9 @@ function nextSuccess(successes: readonly Deployment[], after: Deployment): Deplo
   return null
 }
 
+/** A map key for a service's version; U+001F cannot occur in a name (ingest refuses control characters). */
 export function firstStartKey(service: string, version: string): string {
-  return JSON.stringify([service, version])
+  return `${service}\u001f${version}`
 }
 
 /** The first deployment of each (service, version) in any environment, from a set of deployments. */

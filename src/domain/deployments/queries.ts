@@ -18,22 +18,40 @@ export interface BoardCell {
 /** Rows per `id in (…)` lookup. */
 const IDS_PER_STATEMENT = 500
 
-async function deploymentsById(db: Kysely<DB>, ids: readonly number[]): Promise<Map<number, Deployment>> {
-  const found = new Map<number, Deployment>()
-  for (let i = 0; i < ids.length; i += IDS_PER_STATEMENT) {
-    const rows = await db
-      .selectFrom('deployments')
-      .selectAll()
-      .where('id', 'in', ids.slice(i, i + IDS_PER_STATEMENT))
-      .execute()
-    for (const row of rows) found.set(row.id, rowToDeployment(row))
-  }
-  return found
+/** The columns of a deployment row, which the board reads twice (running and latest) in one join. */
+const DEPLOYMENT_COLUMNS = [
+  'id',
+  'account_id',
+  'service',
+  'environment',
+  'version',
+  'started_at',
+  'finished_at',
+  'result',
+  'instant',
+  'finish_event_id',
+  'rollback',
+  'rolled_back',
+  'deployer',
+  'api_key_name',
+  'event_ids',
+] as const
+
+function prefixedColumns(alias: 'r' | 'l') {
+  return sql.raw(DEPLOYMENT_COLUMNS.map((c) => `${alias}.${c} as ${alias}_${c}`).join(', '))
+}
+
+function prefixedRow(row: Record<string, unknown>, alias: 'r' | 'l'): DeploymentRow | null {
+  if (row[`${alias}_id`] === null || row[`${alias}_id`] === undefined) return null
+  return Object.fromEntries(
+    DEPLOYMENT_COLUMNS.map((c) => [c, row[`${alias}_${c}`]]),
+  ) as unknown as DeploymentRow
 }
 
 /**
  * Every service and environment of an account with what ran there at `at` (null: now). `now` and
- * `stallMs` decide whether an open deployment is stalled.
+ * `stallMs` decide whether an open deployment is stalled. One statement: the pairs with the ids of
+ * their running and latest deployment, joined to both rows.
  */
 export async function boardCells(
   db: Kysely<DB>,
@@ -41,26 +59,23 @@ export async function boardCells(
   at: number | null,
   options: { now: number; stallMs: number },
 ): Promise<BoardCell[]> {
-  const heads =
-    at === null
-      ? await db
-          .selectFrom('deployment_heads')
-          .select(['service', 'environment', 'running_id', 'latest_id'])
-          .where('account_id', '=', accountId)
-          .execute()
-      : await headsAt(db, accountId, at)
-  const ids = heads.flatMap((h) => [h.running_id, h.latest_id].filter((id): id is number => id !== null))
-  const byId = await deploymentsById(db, [...new Set(ids)])
+  const pairs = at === null ? pairsNow(accountId) : pairsAt(accountId, at)
+  const { rows } = await sql<Record<string, unknown> & { service: string; environment: string }>`
+    select p.service, p.environment, ${prefixedColumns('r')}, ${prefixedColumns('l')}
+    from (${pairs}) p
+    left join deployments r on r.id = p.running_id
+    left join deployments l on l.id = p.latest_id`.execute(db)
   const instant = at ?? options.now
   const cells: BoardCell[] = []
-  for (const h of heads) {
-    const running = h.running_id === null ? null : (byId.get(h.running_id) ?? null)
-    const latest = h.latest_id === null ? undefined : byId.get(h.latest_id)
-    if (!running && !latest) continue
+  for (const row of rows) {
+    const runningRow = prefixedRow(row, 'r')
+    const latestRow = prefixedRow(row, 'l')
+    if (!runningRow && !latestRow) continue
+    const latest = latestRow ? rowToDeployment(latestRow) : null
     cells.push({
-      service: h.service,
-      environment: h.environment,
-      running,
+      service: row.service,
+      environment: row.environment,
+      running: runningRow ? rowToDeployment(runningRow) : null,
       latest: latest ? { deployment: latest, outcome: outcomeThen(latest, instant, options.stallMs) } : null,
     })
   }
@@ -73,36 +88,31 @@ function outcomeThen(d: Deployment, at: number, stallMs: number): DeploymentOutc
   return at - d.startedAt > stallMs ? 'stalled' : 'in_progress'
 }
 
+/** Each service and environment's running deployment (from its head) and latest one (the last started). */
+function pairsNow(accountId: number) {
+  return sql`select h.service, h.environment, h.running_id,
+      (select d.id from deployments d
+        where d.account_id = h.account_id and d.service = h.service and d.environment = h.environment
+        order by d.started_at desc, d.id desc limit 1) as latest_id
+    from deployment_heads h where h.account_id = ${accountId}`
+}
+
 /**
- * Each service and environment's running and latest deployment at a past instant: one correlated
- * lookup per pair, each a short walk back along an index.
+ * Each service and environment's running and latest deployment at a past instant: two correlated
+ * lookups per pair, each one seek in an index ordered by time (deployments_success_time_idx,
+ * deployments_started_idx), however far back the instant is.
  */
-async function headsAt(
-  db: Kysely<DB>,
-  accountId: number,
-  at: number,
-): Promise<{ service: string; environment: string; running_id: number | null; latest_id: number | null }[]> {
-  const { rows } = await sql<{
-    service: string
-    environment: string
-    running_id: number | string | null
-    latest_id: number | string | null
-  }>`select h.service, h.environment,
+function pairsAt(accountId: number, at: number) {
+  return sql`select h.service, h.environment,
       (select d.id from deployments d
         where d.account_id = h.account_id and d.service = h.service and d.environment = h.environment
           and d.result = 'succeeded' and d.finished_at <= ${at}
-        order by d.finish_event_id desc limit 1) as running_id,
+        order by d.finished_at desc, d.finish_event_id desc limit 1) as running_id,
       (select d.id from deployments d
         where d.account_id = h.account_id and d.service = h.service and d.environment = h.environment
           and d.started_at <= ${at}
-        order by d.id desc limit 1) as latest_id
-    from deployment_heads h where h.account_id = ${accountId}`.execute(db)
-  return rows.map((r) => ({
-    service: r.service,
-    environment: r.environment,
-    running_id: r.running_id === null ? null : Number(r.running_id),
-    latest_id: r.latest_id === null ? null : Number(r.latest_id),
-  }))
+        order by d.started_at desc, d.id desc limit 1) as latest_id
+    from deployment_heads h where h.account_id = ${accountId}`
 }
 
 /** One page of a service's deployments, newest first, optionally in one environment. */
@@ -147,10 +157,14 @@ export async function metricsForWindow(
   const restorers = new Map<number, Deployment>()
   const needRestorer = counted.filter((d) => d.result === 'failed' || d.rolledBack)
   const successes = counted.filter((d) => d.result === 'succeeded')
+  // A success later in the window restores it: only the latest success of each service matters.
+  const lastSuccess = new Map<string, number>()
+  for (const s of successes) {
+    lastSuccess.set(s.service, Math.max(lastSuccess.get(s.service) ?? 0, s.finishEventId ?? 0))
+  }
   for (const d of needRestorer) {
     const finished = d.finishEventId ?? 0
-    const inside = successes.find((s) => s.service === d.service && (s.finishEventId ?? 0) > finished)
-    if (inside) continue
+    if ((lastSuccess.get(d.service) ?? 0) > finished) continue
     const next = await db
       .selectFrom('deployments')
       .selectAll()
@@ -169,16 +183,24 @@ export async function metricsForWindow(
   const wanted = [...new Map(successes.map((d) => [firstStartKey(d.service, d.version), d])).values()]
   for (let i = 0; i < wanted.length; i += IDS_PER_STATEMENT) {
     const part = wanted.slice(i, i + IDS_PER_STATEMENT)
-    const rows = await db
-      .selectFrom('version_firsts')
-      .select(['service', 'version', 'deployment_id', 'started_at'])
-      .where('account_id', '=', accountId)
-      .where((eb) =>
-        eb.or(part.map((d) => eb.and([eb('service', '=', d.service), eb('version', '=', d.version)]))),
-      )
-      .execute()
+    // A join with the wanted pairs as a VALUES list: one primary-key lookup each. (An OR of 500
+    // service-and-version pairs took SQLite some 400 ms to plan and run.)
+    const pairs = sql.join(part.map((d) => sql`(${d.service}, ${d.version})`))
+    const { rows } = await sql<{
+      service: string
+      version: string
+      deployment_id: number | string
+      started_at: number | string
+    }>`with wanted(service, version) as (values ${pairs})
+      select f.service, f.version, f.deployment_id, f.started_at from wanted
+      join version_firsts f on f.account_id = ${accountId} and f.service = wanted.service and f.version = wanted.version`.execute(
+      db,
+    )
     for (const r of rows)
-      firsts.set(firstStartKey(r.service, r.version), { startedAt: r.started_at, id: r.deployment_id })
+      firsts.set(firstStartKey(r.service, r.version), {
+        startedAt: Number(r.started_at),
+        id: Number(r.deployment_id),
+      })
   }
   return computeMetrics(window, [...counted, ...restorers.values()], firsts)
 }
@@ -226,4 +248,52 @@ export async function listDeployments(
   if (page.beforeId !== undefined) query = query.where('id', '<', page.beforeId)
   const rows = await query.orderBy('id', 'desc').limit(page.limit).execute()
   return rows.map(rowToDeployment)
+}
+
+/**
+ * Every environment the account has deployed to, with the id of its first event (the built-in
+ * order's tie-break, SPEC §6.3). The names come from the heads (one row per service and
+ * environment), the first event from the events' environment index: a seek per environment, where
+ * grouping the deployments would read them all.
+ */
+export async function seenEnvironments(
+  db: Kysely<DB>,
+  accountId: number,
+): Promise<{ name: string; firstSeenId: number }[]> {
+  const { rows } = await sql<{ name: string; first: number | string | null }>`
+    select e.environment as name,
+      (select min(v.id) from events v where v.account_id = ${accountId} and v.environment = e.environment) as first
+    from (select distinct environment from deployment_heads where account_id = ${accountId}) e`.execute(db)
+  return rows.map((r) => ({ name: r.name, firstSeenId: Number(r.first ?? 0) }))
+}
+
+/** The services the account has deployed (to `environment`, when given), sorted by name. */
+export async function seenServices(
+  db: Kysely<DB>,
+  accountId: number,
+  environment?: string,
+): Promise<string[]> {
+  let query = db
+    .selectFrom('deployment_heads')
+    .select('service')
+    .distinct()
+    .where('account_id', '=', accountId)
+  if (environment !== undefined) query = query.where('environment', '=', environment)
+  const rows = await query.execute()
+  return rows.map((r) => r.service).sort((a, b) => a.localeCompare(b))
+}
+
+/** The environments one service has deployed to (unordered). */
+export async function environmentsOfService(
+  db: Kysely<DB>,
+  accountId: number,
+  service: string,
+): Promise<string[]> {
+  const rows = await db
+    .selectFrom('deployment_heads')
+    .select('environment')
+    .where('account_id', '=', accountId)
+    .where('service', '=', service)
+    .execute()
+  return rows.map((r) => r.environment)
 }

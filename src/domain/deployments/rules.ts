@@ -91,7 +91,10 @@ export function applyEvent(state: GroupState, event: DeploymentEvent): Deploymen
   deployment.finishEventId = event.id
   deployment.result = event.status === 'Deployed' ? 'succeeded' : 'failed'
   const changed = [deployment]
-  if (deployment.result === 'succeeded') {
+  // What runs is the success that finished last in time. Events come in arrival order, so this is
+  // almost always the newest; only instances whose clocks disagree can deliver one that finished
+  // earlier than the one running, and that one does not replace it.
+  if (deployment.result === 'succeeded' && (!state.running || !finishedBefore(deployment, state.running))) {
     const replaced = state.running
     // 1.0 → 1.1 → 1.0: the third brings back a version that succeeded before but was not the one
     // running just before it. 1.1 → 1.1 is a redeploy, not a rollback.
@@ -107,8 +110,8 @@ export function applyEvent(state: GroupState, event: DeploymentEvent): Deploymen
       }
     }
     state.running = deployment
-    state.succeededVersions.add(deployment.version)
   }
+  if (deployment.result === 'succeeded') state.succeededVersions.add(deployment.version)
   return changed
 }
 
@@ -169,21 +172,31 @@ export function durationMs(deployment: Deployment): number | null {
 }
 
 /**
- * The deployment running in one service and environment at time `at`: the last (by finishing
- * event) of the given deployments that succeeded at or before `at`.
+ * Whether `a` finished before `b`: by finish time, and for the same millisecond by finishing event.
+ * Both must have finished.
+ */
+export function finishedBefore(a: Deployment, b: Deployment): boolean {
+  const at = a.finishedAt ?? 0
+  const bt = b.finishedAt ?? 0
+  return at < bt || (at === bt && (a.finishEventId ?? 0) < (b.finishEventId ?? 0))
+}
+
+/**
+ * The deployment running in one service and environment at time `at`: of the given deployments
+ * that succeeded at or before `at`, the one that finished last (by time, then by finishing event).
  */
 export function runningAt(deployments: readonly Deployment[], at: number): Deployment | null {
   let running: Deployment | null = null
   for (const d of deployments) {
     if (d.result !== 'succeeded' || d.finishedAt === null || d.finishedAt > at) continue
-    if (!running || (d.finishEventId ?? 0) > (running.finishEventId ?? 0)) running = d
+    if (!running || finishedBefore(running, d)) running = d
   }
   return running
 }
 
 /**
- * The latest deployment in one service and environment that had started by `at`, and its outcome
- * as it stood then (a deployment that finished after `at` was still open at `at`).
+ * The latest deployment in one service and environment that had started by `at` (by start time,
+ * then by id), and its outcome as it stood then (one that finished after `at` was still open).
  */
 export function latestAt(
   deployments: readonly Deployment[],
@@ -193,7 +206,8 @@ export function latestAt(
   let latest: Deployment | null = null
   for (const d of deployments) {
     if (d.startedAt > at) continue
-    if (!latest || d.id > latest.id) latest = d
+    if (!latest || d.startedAt > latest.startedAt || (d.startedAt === latest.startedAt && d.id > latest.id))
+      latest = d
   }
   if (!latest) return null
   const finishedBy = latest.finishedAt !== null && latest.finishedAt <= at

@@ -1,5 +1,6 @@
 // One derivation run on PostgreSQL: batched reads in one transaction, planned by derivation.ts.
 import { type RawBuilder, sql, type Transaction } from 'kysely'
+import type { PostgresHandle } from '../../db/connect.js'
 import type { DB, DeploymentRow } from '../../db/schema.js'
 import {
   type BatchStart,
@@ -18,6 +19,7 @@ import {
   type StoredEvent,
   toStoredEvent,
 } from './derivation.js'
+import type { DerivationCache } from './state-cache.js'
 
 /** Rows per multi-row statement: well under PostgreSQL's 65,535 parameters. */
 const ROWS_PER_STATEMENT = 500
@@ -26,8 +28,13 @@ const ROWS_PER_STATEMENT = 500
  * The progress row's update is the lock: PostgreSQL holds the row until commit, so a second run
  * (another instance, or `shiplog deployments rebuild`) waits here, then sees what the first wrote.
  */
-async function lock(trx: Transaction<DB>): Promise<void> {
-  await sql`update deployments_progress set generation = generation + 1 where id = 1`.execute(trx)
+async function lock(trx: Transaction<DB>): Promise<number> {
+  const { rows } = await sql<{
+    generation: string | number
+  }>`update deployments_progress set generation = generation + 1 where id = 1 returning generation`.execute(
+    trx,
+  )
+  return Number(rows[0]?.generation ?? 0)
 }
 
 async function selectEvents(trx: Transaction<DB>, where: RawBuilder<unknown>): Promise<StoredEvent[]> {
@@ -38,12 +45,33 @@ async function selectEvents(trx: Transaction<DB>, where: RawBuilder<unknown>): P
   return rows.map(toStoredEvent)
 }
 
+/** Derives the next batch in one transaction; the cache holds only if it commits. */
 export async function catchUpPostgres(
+  database: PostgresHandle,
+  limit: number,
+  now: number,
+  cache: DerivationCache,
+): Promise<BatchWrites> {
+  try {
+    const { writes, generation } = await database.db
+      .transaction()
+      .execute((trx) => deriveBatch(trx, limit, now, cache))
+    cache.committed(generation, writes.states, writes.firsts)
+    return writes
+  } catch (err) {
+    cache.clear()
+    throw err
+  }
+}
+
+async function deriveBatch(
   trx: Transaction<DB>,
   limit: number,
   now: number,
-): Promise<BatchWrites> {
-  await lock(trx)
+  cache: DerivationCache,
+): Promise<{ writes: BatchWrites; generation: number }> {
+  const generation = await lock(trx)
+  cache.beginRun(generation)
   const { rows } = await sql<{
     through: number
   }>`select through from deployments_progress where id = 1`.execute(trx)
@@ -68,25 +96,32 @@ export async function catchUpPostgres(
     )
     regrouped.set(groupIdKey(group), { group, events })
   }
-  const loaded = await loadGroups(trx, incrementalGroups(start, late))
+  const loaded = new Map<string, LoadedGroup>()
+  const unknown: GroupId[] = []
+  for (const { group } of incrementalGroups(start, late)) {
+    const cached = cache.group(groupIdKey(group))
+    if (cached) loaded.set(groupIdKey(group), cached)
+    else unknown.push(group)
+  }
+  for (const [key, group] of await loadGroups(trx, unknown)) loaded.set(key, group)
   const writes = planBatch(start, regrouped, loaded, now)
-  await write(trx, writes, gaps.length > 0)
-  return writes
+  await write(trx, writes, gaps.length > 0, cache)
+  return { writes, generation }
 }
 
 /**
- * The state of every group the batch touches, in four statements whatever their number: heads,
- * running rows, open deployments of the batch's versions, and which of those versions succeeded.
+ * The whole state of each group given, in four statements whatever their number: heads, running
+ * rows, open deployments, and the versions that have succeeded there.
  */
 async function loadGroups(
   trx: Transaction<DB>,
-  groups: readonly { group: GroupId; versions: string[] }[],
+  groups: readonly GroupId[],
 ): Promise<Map<string, LoadedGroup>> {
   const loaded = new Map<string, LoadedGroup>()
   if (groups.length === 0) return loaded
-  const accounts = groups.map((g) => g.group.accountId)
-  const services = groups.map((g) => g.group.service)
-  const environments = groups.map((g) => g.group.environment)
+  const accounts = groups.map((g) => g.accountId)
+  const services = groups.map((g) => g.service)
+  const environments = groups.map((g) => g.environment)
   const { rows: heads } =
     await sql<HeadRow>`select h.account_id, h.service, h.environment, h.running_id, h.latest_id
     from deployment_heads h
@@ -103,22 +138,10 @@ async function loadGroups(
     await sql<DeploymentRow>`select * from deployments where id = any(${runningIds}::bigint[])`.execute(trx)
   const runningById = new Map(runningRows.map((r) => [Number(r.id), r]))
 
-  const vAccounts: number[] = []
-  const vServices: string[] = []
-  const vEnvironments: string[] = []
-  const vVersions: string[] = []
-  for (const { group, versions } of groups) {
-    for (const version of versions) {
-      vAccounts.push(group.accountId)
-      vServices.push(group.service)
-      vEnvironments.push(group.environment)
-      vVersions.push(version)
-    }
-  }
-  const keys = sql`unnest(${vAccounts}::bigint[], ${vServices}::text[], ${vEnvironments}::text[], ${vVersions}::text[])
-    as k(account_id, service, environment, version)`
+  const keys = sql`unnest(${accounts}::bigint[], ${services}::text[], ${environments}::text[])
+    as k(account_id, service, environment)`
   const { rows: open } = await sql<DeploymentRow>`select d.* from deployments d join ${keys}
-    on d.account_id = k.account_id and d.service = k.service and d.environment = k.environment and d.version = k.version
+    on d.account_id = k.account_id and d.service = k.service and d.environment = k.environment
     where d.result is null`.execute(trx)
   const { rows: succeeded } = await sql<{
     account_id: number
@@ -126,9 +149,9 @@ async function loadGroups(
     environment: string
     version: string
   }>`
-    select k.account_id, k.service, k.environment, k.version from ${keys}
-    where exists (select 1 from deployments d where d.account_id = k.account_id and d.service = k.service
-      and d.environment = k.environment and d.version = k.version and d.result = 'succeeded')`.execute(trx)
+    select distinct d.account_id, d.service, d.environment, d.version from deployments d join ${keys}
+    on d.account_id = k.account_id and d.service = k.service and d.environment = k.environment
+    where d.result = 'succeeded'`.execute(trx)
 
   const openBy = new Map<string, DeploymentRow[]>()
   for (const row of open) {
@@ -148,7 +171,7 @@ async function loadGroups(
     })
     succeededBy.set(key, [...(succeededBy.get(key) ?? []), row.version])
   }
-  for (const { group } of groups) {
+  for (const group of groups) {
     const key = groupIdKey(group)
     const head = headOf.get(key)
     const running = head?.running_id == null ? undefined : runningById.get(Number(head.running_id))
@@ -161,7 +184,12 @@ function column<T, K extends keyof T>(rows: readonly T[], key: K): T[K][] {
   return rows.map((r) => r[key])
 }
 
-async function write(trx: Transaction<DB>, writes: BatchWrites, hadGaps: boolean): Promise<void> {
+async function write(
+  trx: Transaction<DB>,
+  writes: BatchWrites,
+  hadGaps: boolean,
+  cache: DerivationCache,
+): Promise<void> {
   for (const g of writes.deleteGroups) {
     await sql`delete from deployments where account_id = ${g.accountId} and service = ${g.service}
       and environment = ${g.environment}`.execute(trx)
@@ -181,8 +209,9 @@ async function write(trx: Transaction<DB>, writes: BatchWrites, hadGaps: boolean
         rolled_back = excluded.rolled_back, deployer = excluded.deployer, api_key_name = excluded.api_key_name,
         event_ids = excluded.event_ids`.execute(trx)
   }
-  for (let i = 0; i < writes.firsts.length; i += ROWS_PER_STATEMENT) {
-    const rows = writes.firsts.slice(i, i + ROWS_PER_STATEMENT)
+  const firsts = writes.firsts.filter((f) => !cache.knowsFirst(f))
+  for (let i = 0; i < firsts.length; i += ROWS_PER_STATEMENT) {
+    const rows = firsts.slice(i, i + ROWS_PER_STATEMENT)
     await sql`insert into version_firsts (account_id, service, version, deployment_id, started_at)
       select * from unnest(${column(rows, 'account_id')}::bigint[], ${column(rows, 'service')}::text[],
         ${column(rows, 'version')}::text[], ${column(rows, 'deployment_id')}::bigint[], ${column(rows, 'started_at')}::bigint[])

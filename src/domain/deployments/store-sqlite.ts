@@ -18,9 +18,10 @@ import {
   type StoredEvent,
   toStoredEvent,
 } from './derivation.js'
+import type { DerivationCache } from './state-cache.js'
 
 const SQL = {
-  lock: 'UPDATE deployments_progress SET generation = generation + 1 WHERE id = 1',
+  lock: 'UPDATE deployments_progress SET generation = generation + 1 WHERE id = 1 RETURNING generation',
   through: 'SELECT through FROM deployments_progress WHERE id = 1',
   eventsAfter: `SELECT ${EVENT_COLUMN_LIST} FROM events WHERE id > ? ORDER BY id LIMIT ?`,
   gaps: 'SELECT from_id, to_id, seen_at FROM deployment_gaps ORDER BY from_id',
@@ -28,9 +29,9 @@ const SQL = {
   groupEvents: `SELECT ${EVENT_COLUMN_LIST} FROM events WHERE account_id = ? AND service = ? AND environment = ? ORDER BY id`,
   head: 'SELECT running_id, latest_id FROM deployment_heads WHERE account_id = ? AND service = ? AND environment = ?',
   byId: 'SELECT * FROM deployments WHERE id = ?',
-  open: 'SELECT * FROM deployments WHERE account_id = ? AND service = ? AND environment = ? AND version = ? AND result IS NULL',
+  open: 'SELECT * FROM deployments WHERE account_id = ? AND service = ? AND environment = ? AND result IS NULL',
   succeeded:
-    "SELECT 1 AS found FROM deployments WHERE account_id = ? AND service = ? AND environment = ? AND version = ? AND result = 'succeeded' LIMIT 1",
+    "SELECT DISTINCT version FROM deployments WHERE account_id = ? AND service = ? AND environment = ? AND result = 'succeeded'",
   deleteGroup: 'DELETE FROM deployments WHERE account_id = ? AND service = ? AND environment = ?',
   upsertDeployment:
     'INSERT INTO deployments (id, account_id, service, environment, version, started_at, finished_at, result, instant, ' +
@@ -55,16 +56,23 @@ const SQL = {
  * synchronous=NORMAL: a derivation lost to a power cut is lost whole, `through` with it, and done
  * again; an fsync here would block the event loop.
  */
-export function catchUpSqlite(database: SqliteHandle, limit: number, now: number): BatchWrites {
+export function catchUpSqlite(
+  database: SqliteHandle,
+  limit: number,
+  now: number,
+  cache: DerivationCache,
+): BatchWrites {
   const { synchronous } = database.prepare('pragma synchronous').get() as { synchronous: number }
   database.prepare('pragma synchronous = normal').run()
   try {
     database.prepare('begin immediate').run()
     try {
-      const writes = deriveBatch(database, limit, now)
+      const { writes, generation } = deriveBatch(database, limit, now, cache)
       database.prepare('commit').run()
+      cache.committed(generation, writes.states, writes.firsts)
       return writes
     } catch (err) {
+      cache.clear()
       if (database.sqlite.inTransaction) database.prepare('rollback').run()
       throw err
     }
@@ -77,7 +85,7 @@ export function catchUpSqlite(database: SqliteHandle, limit: number, now: number
 export function resetSqlite(database: SqliteHandle): void {
   database.prepare('begin immediate').run()
   try {
-    database.prepare(SQL.lock).run()
+    database.prepare(SQL.lock).get()
     for (const table of ['deployments', 'deployment_heads', 'deployment_gaps', 'version_firsts']) {
       database.prepare(`DELETE FROM ${table}`).run()
     }
@@ -93,9 +101,15 @@ function events(rows: unknown[]): StoredEvent[] {
   return (rows as EventColumns[]).map(toStoredEvent)
 }
 
-function deriveBatch(database: SqliteHandle, limit: number, now: number): BatchWrites {
+function deriveBatch(
+  database: SqliteHandle,
+  limit: number,
+  now: number,
+  cache: DerivationCache,
+): { writes: BatchWrites; generation: number } {
   const q = (sql: string) => database.prepare(sql)
-  q(SQL.lock).run()
+  const { generation } = q(SQL.lock).get() as { generation: number }
+  cache.beginRun(generation)
   const { through } = q(SQL.through).get() as { through: number }
   const batch = events(q(SQL.eventsAfter).all(through, limit))
   const gaps = q(SQL.gaps).all() as GapRow[]
@@ -111,21 +125,22 @@ function deriveBatch(database: SqliteHandle, limit: number, now: number): BatchW
     })
   }
   const loaded = new Map<string, LoadedGroup>()
-  for (const { group, versions } of incrementalGroups(start, late)) {
+  for (const { group } of incrementalGroups(start, late)) {
+    const key = groupIdKey(group)
+    const cached = cache.group(key)
+    if (cached) {
+      loaded.set(key, cached)
+      continue
+    }
     const where = [group.accountId, group.service, group.environment] as const
     const head = q(SQL.head).get(...where) as { running_id: number | null; latest_id: number } | undefined
     const running =
       head?.running_id === null || head === undefined
         ? undefined
         : (q(SQL.byId).get(head.running_id) as DeploymentRow | undefined)
-    const open: DeploymentRow[] = []
-    const succeeded: string[] = []
-    for (const version of versions) {
-      const row = q(SQL.open).get(...where, version) as DeploymentRow | undefined
-      if (row) open.push(row)
-      if (q(SQL.succeeded).get(...where, version)) succeeded.push(version)
-    }
-    loaded.set(groupIdKey(group), loadedGroup(head, running, open, succeeded))
+    const open = q(SQL.open).all(...where) as DeploymentRow[]
+    const succeeded = (q(SQL.succeeded).all(...where) as { version: string }[]).map((r) => r.version)
+    loaded.set(key, loadedGroup(head, running, open, succeeded))
   }
 
   const writes = planBatch(start, regrouped, loaded, now)
@@ -151,7 +166,9 @@ function deriveBatch(database: SqliteHandle, limit: number, now: number): BatchW
     )
   }
   const first = q(SQL.upsertFirst)
-  for (const f of writes.firsts) first.run(f.account_id, f.service, f.version, f.deployment_id, f.started_at)
+  for (const f of writes.firsts) {
+    if (!cache.knowsFirst(f)) first.run(f.account_id, f.service, f.version, f.deployment_id, f.started_at)
+  }
   const head = q(SQL.upsertHead)
   for (const h of writes.heads) head.run(h.account_id, h.service, h.environment, h.running_id, h.latest_id)
   if (gaps.length > 0 || writes.gaps.length > 0) {
@@ -160,5 +177,5 @@ function deriveBatch(database: SqliteHandle, limit: number, now: number): BatchW
     for (const g of writes.gaps) insert.run(g.from_id, g.to_id, g.seen_at)
   }
   if (writes.through !== null) q(SQL.setThrough).run(writes.through)
-  return writes
+  return { writes, generation }
 }

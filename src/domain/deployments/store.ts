@@ -5,8 +5,21 @@ import type { Kysely } from 'kysely'
 import type { Database } from '../../db/connect.js'
 import type { DB } from '../../db/schema.js'
 import { CATCH_UP_BATCH } from './derivation.js'
+import { DerivationCache } from './state-cache.js'
 import { catchUpPostgres, resetPostgres } from './store-postgres.js'
 import { catchUpSqlite, resetSqlite } from './store-sqlite.js'
+
+/** One memory of derived state per database handle: every caller in the process shares it. */
+const caches = new WeakMap<Database, DerivationCache>()
+
+function cacheFor(database: Database): DerivationCache {
+  let cache = caches.get(database)
+  if (!cache) {
+    cache = new DerivationCache()
+    caches.set(database, cache)
+  }
+  return cache
+}
 
 export { CATCH_UP_BATCH, GAP_PATIENCE_MS, rowToDeployment } from './derivation.js'
 
@@ -41,10 +54,11 @@ export async function catchUpDeployments(
 ): Promise<CatchUpResult> {
   const limit = options.limit ?? CATCH_UP_BATCH
   const now = options.now ?? Date.now()
+  const cache = cacheFor(database)
   const writes =
     database.dialect === 'sqlite'
-      ? catchUpSqlite(database, limit, now)
-      : await database.db.transaction().execute((trx) => catchUpPostgres(trx, limit, now))
+      ? catchUpSqlite(database, limit, now, cache)
+      : await catchUpPostgres(database, limit, now, cache)
   return {
     events: writes.derived,
     regrouped: writes.deleteGroups.length,

@@ -17,6 +17,7 @@ import type { EventWriter } from '../../domain/events/writer.js'
 import type { ApiKeyVerifier, KeyUsageRecorder, VerifiedKey } from '../../domain/keys.js'
 import { HttpProblem, methodNotAllowed, problems } from '../problem.js'
 import { checkRateLimit, type RateLimitStore } from '../rate-limit.js'
+import { insufficientScope } from './scopes.js'
 
 export const INGEST_BODY_LIMIT = 16 * 1024
 /** The ingest routes' paths: answers there are JSON for machines (see API_SECURITY_HEADERS). */
@@ -27,8 +28,8 @@ const IDEMPOTENCY_WINDOW_HOURS = IDEMPOTENCY_WINDOW_MS / 3_600_000
 declare module 'fastify' {
   interface FastifyRequest {
     apiKey: VerifiedKey | null
-    /** The Content-Type the client sent (Fastify is shown a neutral one; see the ingest scope). */
-    ingestContentType: string | undefined
+    /** The Content-Type the client sent (Fastify is shown a neutral one; see readBodyOfAnyType). */
+    declaredContentType: string | undefined
   }
 }
 
@@ -73,6 +74,59 @@ export function presentedKey(request: FastifyRequest): string | undefined {
     if (match?.[1]) return match[1]
   }
   return undefined
+}
+
+/**
+ * SPEC §1.1: the body is read whatever its Content-Type says, even a label Fastify cannot parse
+ * (which it would answer with 415 before any parser ran). The label is kept for parseEventBody and
+ * Fastify is shown one it always hands to the catch-all parser. For the routes of `scope` only.
+ */
+export function readBodyOfAnyType(scope: FastifyInstance): void {
+  scope.decorateRequest('declaredContentType', undefined)
+  scope.removeAllContentTypeParsers()
+  scope.addContentTypeParser(
+    '*',
+    { parseAs: 'buffer', bodyLimit: INGEST_BODY_LIMIT },
+    (request, body, done) => {
+      try {
+        done(null, parseEventBody(body as Buffer, request.declaredContentType))
+      } catch (err) {
+        done(err as Error, undefined)
+      }
+    },
+  )
+  scope.addHook('onRequest', (request, _reply, done) => {
+    request.declaredContentType = request.headers['content-type']
+    if (request.method !== 'GET') request.headers['content-type'] = 'application/octet-stream'
+    done()
+  })
+}
+
+/**
+ * Counts a request against its key's budget per minute (`bucket` names which budget), sets the
+ * rate-limit headers, and refuses with 429 once it is spent. `allowance` completes "This API key
+ * may …" for the refusal.
+ */
+export async function spendKeyBudget(
+  request: FastifyRequest,
+  reply: FastifyReply,
+  store: RateLimitStore,
+  bucket: string,
+  perMinute: number,
+  allowance: string,
+): Promise<void> {
+  const decision = await checkRateLimit(store, bucket, perMinute, 60_000, (err) =>
+    request.log.warn({ err }, 'rate limit store unavailable; request allowed'),
+  )
+  reply.headers(decision.headers)
+  if (!decision.allowed) {
+    throw new HttpProblem(
+      429,
+      'rate-limited',
+      'Too many requests',
+      `This API key may ${allowance}; retry in ${decision.headers['retry-after']} s.`,
+    )
+  }
 }
 
 const utf8 = new TextDecoder('utf-8', { fatal: true })
@@ -164,52 +218,25 @@ export const ingestRoutes: FastifyPluginAsync<IngestOptions> = async (app, optio
 
   await app.register(async (scope: FastifyInstance) => {
     scope.decorateRequest('apiKey', null)
-    scope.decorateRequest('ingestContentType', undefined)
-    scope.removeAllContentTypeParsers()
-    scope.addContentTypeParser(
-      '*',
-      { parseAs: 'buffer', bodyLimit: INGEST_BODY_LIMIT },
-      (request, body, done) => {
-        try {
-          done(null, parseEventBody(body as Buffer, request.ingestContentType))
-        } catch (err) {
-          done(err as Error, undefined)
-        }
-      },
-    )
-
-    // SPEC §1.1: the body is read whatever its Content-Type says, even a label Fastify cannot parse
-    // (which it would answer with 415 before any parser ran). The label is kept for parseEventBody
-    // and Fastify is shown one it always hands to the catch-all parser.
-    scope.addHook('onRequest', (request, _reply, done) => {
-      request.ingestContentType = request.headers['content-type']
-      if (request.method !== 'GET') request.headers['content-type'] = 'application/octet-stream'
-      done()
-    })
+    readBodyOfAnyType(scope)
 
     scope.addHook('onRequest', async (request, reply) => {
       const presented = presentedKey(request)
       if (presented === undefined) throw problems.missingKey()
       const key = await verifier.verify(presented)
       if (!key) throw problems.invalidKey()
+      // The scopes came with the cached key: no query. Refused before the body is read or stored.
+      if (!key.canIngest) throw insufficientScope('ingest')
       request.apiKey = key
       // One budget per key across all three forms, counted before the body is read.
-      const decision = await checkRateLimit(
+      await spendKeyBudget(
+        request,
+        reply,
         options.rateLimitStore,
         `key:${key.digest}`,
         options.rateLimitPerMinute,
-        60_000,
-        (err) => request.log.warn({ err }, 'rate limit store unavailable; request allowed'),
+        `send ${options.rateLimitPerMinute} requests a minute`,
       )
-      reply.headers(decision.headers)
-      if (!decision.allowed) {
-        throw new HttpProblem(
-          429,
-          'rate-limited',
-          'Too many requests',
-          `This API key may send ${options.rateLimitPerMinute} requests a minute; retry in ${decision.headers['retry-after']} s.`,
-        )
-      }
     })
 
     const record = (

@@ -80,11 +80,11 @@ export const authRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app, ctx)
     return true
   }
 
-  // SPEC §3: / leads to the log, or to first-run set-up while nobody has an account yet (the log
-  // itself sends visitors who are not logged in on to /login).
+  // / leads to the board, the home of the product (UI.md), or to first-run set-up while nobody has
+  // an account yet (the board itself sends visitors who are not logged in on to /login).
   app.get('/', async (request, reply) => {
     if (!request.user && (await countUsers(db)) === 0) return reply.redirect('/setup', 303)
-    return reply.redirect('/logs/', 303)
+    return reply.redirect('/services/', 303)
   })
 
   app.get('/setup', async (request, reply) => {

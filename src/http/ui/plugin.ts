@@ -9,7 +9,10 @@ import { PUBLIC_DIR } from '../../paths.js'
 import { errorPage } from '../../views/auth-pages.js'
 import { HttpProblem, methodNotAllowed, toProblem } from '../problem.js'
 import { authRoutes } from './auth-routes.js'
+import { badgeRoutes } from './badge-routes.js'
+import { boardRoutes } from './board-routes.js'
 import { cookiePolicy, createUiContext, csrfUserInfo, type UiOptions } from './context.js'
+import { insightsRoutes } from './insights-routes.js'
 import { logsRoutes } from './logs-routes.js'
 import { settingsRoutes } from './settings-routes.js'
 
@@ -90,6 +93,9 @@ export const uiRoutes: FastifyPluginAsync<UiOptions> = async (app: FastifyInstan
   await app.register(authRoutes, ctx)
   await app.register(logsRoutes, ctx)
   await app.register(settingsRoutes, ctx)
+  await app.register(boardRoutes, ctx)
+  await app.register(badgeRoutes, ctx)
+  await app.register(insightsRoutes, ctx)
 
   const readOnly = [
     '/',
@@ -99,9 +105,26 @@ export const uiRoutes: FastifyPluginAsync<UiOptions> = async (app: FastifyInstan
     '/logs/export.json',
     '/settings',
     '/settings/',
+    '/services',
+    '/services/',
+    '/services/:service',
+    '/services/:service/',
+    '/badge/:token/:service/:file',
+    '/insights',
+    '/insights/',
+    '/insights/deployments',
   ]
   for (const path of readOnly) methodNotAllowed(app, path, ['GET', 'HEAD'])
   for (const path of ['/setup', '/login', '/logout', '/account/password']) {
     methodNotAllowed(app, path, ['GET', 'HEAD', 'POST'])
+  }
+  // The board's forms only take a POST.
+  for (const path of [
+    '/services/:service/meta',
+    '/settings/environments',
+    '/settings/stall-time',
+    '/settings/badge-token',
+  ]) {
+    methodNotAllowed(app, path, ['POST'])
   }
 }

@@ -13,9 +13,11 @@ import {
   resetPassword,
   UserExistsError,
 } from '../../domain/accounts.js'
-import { createApiKey, listApiKeys, revokeApiKeyEverywhere } from '../../domain/keys.js'
+import { createApiKey, listApiKeys, parseScopes, revokeApiKeyEverywhere } from '../../domain/keys.js'
+import { loadBoardSettings } from '../../domain/services.js'
 import { type SessionUser, takeFlash } from '../../domain/sessions.js'
 import { isUserRole, nameProblem } from '../../domain/text-rules.js'
+import { boardSettingsSections } from '../../views/board-settings.js'
 import { type SettingsPageData, settingsPage } from '../../views/settings-page.js'
 import { HttpProblem } from '../problem.js'
 import type { UiContext } from './context.js'
@@ -24,7 +26,15 @@ import type { UiContext } from './context.js'
 const text = (maxLength = 4096) => Type.Optional(Type.String({ maxLength }))
 const CSRF = { _csrf: text(200) }
 const IdParams = Type.Object({ id: Type.String({ maxLength: 40 }) })
-const KeyBody = Type.Object({ ...CSRF, name: text() })
+const KeyBody = Type.Object({
+  ...CSRF,
+  name: text(),
+  scopes_offered: text(4),
+  // One checkbox per scope: absent, one value, or both (a repeated field).
+  scope: Type.Optional(
+    Type.Union([Type.String({ maxLength: 40 }), Type.Array(Type.String({ maxLength: 40 }), { maxItems: 4 })]),
+  ),
+})
 const UserBody = Type.Object({ ...CSRF, email: text(), role: text(40) })
 const RoleBody = Type.Object({ ...CSRF, role: text(40) })
 const CsrfOnlyBody = Type.Object(CSRF)
@@ -85,11 +95,15 @@ export const settingsRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app, 
     status = 200,
   ) => {
     const [keys, users] = await Promise.all([listApiKeys(db, user.accountId), listUsers(db, user.accountId)])
+    const csrfToken = ctx.csrfToken(request, reply)
+    await app.shiplog.deployments.current()
+    const board = await loadBoardSettings(db, user.accountId, user.role === 'admin')
     return ctx.page(
       reply,
       settingsPage({
         user,
-        csrfToken: ctx.csrfToken(request, reply),
+        csrfToken,
+        board: boardSettingsSections({ user, csrfToken, baseUrl: ctx.baseUrl(request), ...board }),
         keys,
         users,
         baseUrl: ctx.baseUrl(request),
@@ -129,10 +143,18 @@ export const settingsRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app, 
     const badName = nameProblem(name)
     if (name === '') errors.push('Give the key a name.')
     else if (badName) errors.push(`The key name ${badName}.`)
-    if (errors.length > 0) return render(request, reply, user, { errors }, 422)
+    // The form says it offered the checkboxes; a post without that (an older page or a script)
+    // gets the default, ingest, as before scopes existed. With it, none checked is refused.
+    const checked = request.body.scope
+    const offered = request.body.scopes_offered === '1'
+    const names = Array.isArray(checked) ? checked : checked ? [checked] : offered ? [] : ['ingest']
+    const scopes = parseScopes(names.join(','))
+    if (!scopes) errors.push('Choose what the key may do: ingest, read, or both.')
+    if (errors.length > 0 || !scopes) return render(request, reply, user, { errors }, 422)
     const { key } = await createApiKey(db, {
       accountId: user.accountId,
       name,
+      scopes,
       createdBy: user.email,
       createdByUserId: user.userId,
     })

@@ -1,0 +1,129 @@
+// The board as rows (SPEC §6.3): board cells arranged by service and environment order, each with
+// what the page must say (status, drift). Pure: the cells come from boardCells in queries.ts.
+import type { BoardCell } from './deployments/queries.js'
+import type { DeploymentOutcome } from './deployments/rules.js'
+
+/** A deployment that draws attention: the latest one there is not a success. */
+export type Alert = Exclude<DeploymentOutcome, 'succeeded'>
+
+export interface Drift {
+  /** The nearest earlier environment (board order) that runs something. */
+  environment: string
+  version: string
+  /**
+   * 'behind': the earlier environment got its version later (it waits to be promoted here);
+   * 'ahead': this environment got its version later than the earlier one (e.g. a hotfix).
+   */
+  kind: 'behind' | 'ahead'
+}
+
+export interface BoardEntry {
+  environment: string
+  version: string | null
+  since: number | null
+  sender: string | null
+  /** The latest deployment, when it is not a success (in progress, failed, stalled). */
+  alert: { outcome: Alert; version: string; startedAt: number } | null
+  drift: Drift | null
+}
+
+export interface BoardRow {
+  service: string
+  team: string | null
+  /** One entry per environment in order; null where the service has never deployed. */
+  entries: (BoardEntry | null)[]
+}
+
+export interface BoardFilter {
+  team?: string
+  /** Case-insensitive substring of the service name. */
+  name?: string
+}
+
+/**
+ * Drift, precisely: in one service, an environment that runs version V differs from the nearest
+ * earlier environment (in board order, hidden ones left out) that runs anything, when that one
+ * runs another version. Environments where nothing runs are skipped over, and the first one with
+ * a version never drifts. Whether it waits to be promoted or is ahead is told by which of the two
+ * running deployments finished later.
+ */
+export function boardRows(
+  cells: readonly BoardCell[],
+  environments: readonly string[],
+  teams: ReadonlyMap<string, string | null>,
+  filter: BoardFilter = {},
+): BoardRow[] {
+  const byService = new Map<string, Map<string, BoardCell>>()
+  for (const cell of cells) {
+    let row = byService.get(cell.service)
+    if (!row) {
+      row = new Map()
+      byService.set(cell.service, row)
+    }
+    row.set(cell.environment, cell)
+  }
+  const needle = filter.name?.toLowerCase()
+  const rows: BoardRow[] = []
+  for (const [service, row] of byService) {
+    const team = teams.get(service) ?? null
+    if (filter.team !== undefined && team !== filter.team) continue
+    if (needle !== undefined && !service.toLowerCase().includes(needle)) continue
+    let previous: { environment: string; version: string; finishEventId: number } | null = null
+    const entries = environments.map((environment): BoardEntry | null => {
+      const cell = row.get(environment)
+      if (!cell) return null
+      const running = cell.running
+      const latest = cell.latest
+      const alert =
+        latest && latest.outcome !== 'succeeded'
+          ? {
+              outcome: latest.outcome,
+              version: latest.deployment.version,
+              startedAt: latest.deployment.startedAt,
+            }
+          : null
+      let drift: Drift | null = null
+      if (running) {
+        const finished = running.finishEventId ?? running.id
+        if (previous && previous.version !== running.version) {
+          drift = {
+            environment: previous.environment,
+            version: previous.version,
+            kind: previous.finishEventId > finished ? 'behind' : 'ahead',
+          }
+        }
+        previous = { environment, version: running.version, finishEventId: finished }
+      }
+      return {
+        environment,
+        version: running?.version ?? null,
+        since: running?.finishedAt ?? null,
+        sender: running ? (running.deployer ?? running.apiKeyName) : null,
+        alert,
+        drift,
+      }
+    })
+    // A service seen only in hidden environments has nothing to show.
+    if (entries.every((e) => e === null)) continue
+    rows.push({ service, team, entries })
+  }
+  return rows.sort((a, b) => a.service.localeCompare(b.service, 'en') || (a.service < b.service ? -1 : 1))
+}
+
+/**
+ * An ISO 8601 instant with a date, a time and a zone (`2026-11-20T14:00:00Z`,
+ * `2026-11-20T15:00+01:00`), as the board's `at` takes it; undefined when it is not one.
+ */
+export function parseInstant(text: string): number | undefined {
+  const m = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2})(?::(\d{2})(?:\.(\d{1,3}))?)?(Z|[+-]\d{2}:\d{2})$/.exec(
+    text,
+  )
+  if (!m) return undefined
+  const [, y, mo, d, h, mi, s] = m.map(Number) as [number, number, number, number, number, number, number]
+  const day = new Date(Date.UTC(y, mo - 1, d))
+  // Date.UTC rolls 30 February over into March: refuse dates that do not exist.
+  if (day.getUTCFullYear() !== y || day.getUTCMonth() !== mo - 1 || day.getUTCDate() !== d) return undefined
+  if (h > 23 || mi > 59 || (Number.isFinite(s) && s > 59)) return undefined
+  const ms = Date.parse(text)
+  return Number.isNaN(ms) ? undefined : ms
+}

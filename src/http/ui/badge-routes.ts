@@ -1,0 +1,120 @@
+// Public README badges (SPEC §6.3): /badge/<token>/<service>/<environment>.svg and .json. No
+// session; the token alone opens one account's running versions, nothing else.
+import { createHash } from 'node:crypto'
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import type { FastifyReply, FastifyRequest } from 'fastify'
+import { Type } from 'typebox'
+import { accountByBadgeToken, type BadgeState, badgeState } from '../../domain/services.js'
+import { type BadgeTone, badgeSvg, shieldsEndpoint } from '../../views/badge.js'
+import type { UiContext } from './context.js'
+
+const BadgeParams = Type.Object({
+  token: Type.String({
+    maxLength: 200,
+    description: "The account's badge token (Settings → Badges; rotating it retires the old one at once).",
+    examples: ['b_3kTqZ9pX1v7Lw0aQeYcR2m'],
+  }),
+  service: Type.String({ maxLength: 1000, description: 'The service, URL-encoded.', examples: ['billing'] }),
+  file: Type.String({
+    maxLength: 1000,
+    description:
+      'The environment (URL-encoded) followed by `.svg` (an image) or `.json` (a shields.io endpoint document).',
+    examples: ['prod.svg', 'prod.json'],
+  }),
+})
+
+/** What /openapi.json says of the route (the UI plugin's error pages never answer it). */
+const BADGE_DOC = {
+  tags: ['badges'],
+  summary: 'The running version of a service in an environment, as a README badge',
+  description:
+    'An SVG badge drawn by Shiplog (`.svg`) or a shields.io "endpoint" document (`.json`). ' +
+    'A wrong, rotated or malformed token gets the same 404 badge whatever the service; a service or ' +
+    'environment without deployments gets a grey "no deployment" badge. Cached for 60 seconds; ETag.',
+  response: {
+    200: {
+      description: 'The badge (image/svg+xml) or the shields.io document (application/json).',
+      content: {
+        'image/svg+xml': {
+          schema: Type.String({ examples: ['<svg xmlns="http://www.w3.org/2000/svg" …>'] }),
+        },
+        'application/json': {
+          schema: Type.Object({
+            schemaVersion: Type.Literal(1),
+            label: Type.String({ examples: ['prod'] }),
+            message: Type.String({ examples: ['1.4.2'] }),
+            color: Type.String({ examples: ['#2e7d32'] }),
+          }),
+        },
+      },
+    },
+    304: { description: 'Not modified (If-None-Match matched the ETag).', type: 'null' },
+    404: { description: 'Unknown badge: a wrong token or a path that names no badge.', type: 'null' },
+  },
+}
+
+/**
+ * An SVG is a document a browser may open on its own: no script, no outside resources, no
+ * framing. Any site may show it as an image (READMEs, wikis), hence cross-origin.
+ */
+const BADGE_HEADERS: Readonly<Record<string, string>> = Object.freeze({
+  'content-security-policy': "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'; sandbox",
+  'cross-origin-resource-policy': 'cross-origin',
+  'x-content-type-options': 'nosniff',
+  // Short, so a new deployment shows within a minute; s-maxage for proxies such as GitHub's camo.
+  'cache-control': 'max-age=60, s-maxage=60',
+})
+
+function toneOf(state: BadgeState): BadgeTone {
+  if (state.latest === 'failed') return 'failed'
+  if (state.latest === 'in_progress' || state.latest === 'stalled') return 'progress'
+  return state.version === null ? 'none' : 'ok'
+}
+
+function send(
+  request: FastifyRequest,
+  reply: FastifyReply,
+  status: number,
+  format: 'svg' | 'json',
+  label: string,
+  message: string,
+  tone: BadgeTone,
+): FastifyReply {
+  const body =
+    format === 'svg' ? badgeSvg(label, message, tone) : JSON.stringify(shieldsEndpoint(label, message, tone))
+  const etag = `"${createHash('sha256').update(body).digest('base64url').slice(0, 27)}"`
+  reply.headers(BADGE_HEADERS).header('etag', etag)
+  if (format === 'json') reply.header('access-control-allow-origin', '*')
+  reply.type(format === 'svg' ? 'image/svg+xml; charset=utf-8' : 'application/json; charset=utf-8')
+  if (status === 200 && request.headers['if-none-match'] === etag) return reply.code(304).send()
+  return reply.code(status).send(body)
+}
+
+export const badgeRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app, ctx) => {
+  const { db } = ctx.database
+
+  app.get(
+    '/badge/:token/:service/:file',
+    // A malformed path (too long) gets the same refusal as a wrong token, never an HTML page.
+    { schema: { params: BadgeParams, ...BADGE_DOC }, attachValidation: true },
+    async (request, reply) => {
+      const { token, service, file } = request.params
+      const match = /^(.+)\.(svg|json)$/s.exec(file ?? '')
+      const format = match?.[2] === 'json' ? 'json' : 'svg'
+      // One answer for every refusal (wrong or old token, bad path), whatever the service: the
+      // token is checked first, by one indexed lookup that does not depend on the service.
+      const account = request.validationError || !match ? undefined : await accountByBadgeToken(db, token)
+      if (!account || !match?.[1])
+        return send(request, reply, 404, format, 'shiplog', 'unknown badge', 'none')
+      const environment = match[1]
+      await app.shiplog.deployments.current()
+      const state = await badgeState(db, account.id, service, environment, {
+        now: Date.now(),
+        stallMs: account.stallMinutes * 60_000,
+      })
+      // A service or environment without deployments is a badge too (grey), so a README shows it
+      // before the first deployment instead of a broken image.
+      return send(request, reply, 200, format, environment, state.version ?? 'no deployment', toneOf(state))
+    },
+  )
+}

@@ -1,0 +1,169 @@
+// The board /services/: services × environments, what runs where, what needs attention, drift;
+// a table on a desktop and a card per service on a phone.
+import type { Alert, BoardEntry, BoardRow } from '../domain/board.js'
+import type { SessionUser } from '../domain/sessions.js'
+import { html, type SafeHtml } from './html.js'
+import { layout } from './layout.js'
+
+export interface BoardPageData {
+  user: SessionUser
+  csrfToken: string
+  environments: string[]
+  rows: BoardRow[]
+  /** The instant shown when it is not now. */
+  at: number | null
+  now: number
+  filter: { team: string; name: string }
+  teams: string[]
+  /** True when the account has no deployments at all (not merely none matching). */
+  accountIsEmpty: boolean
+  baseUrl: string
+}
+
+/** Stands in the path for a service whose name a URL would read as a dot segment ("." or ".."). */
+export const DOT_NAME_SEGMENT = '-'
+
+/**
+ * The address of a service's page (or of `rest` under it): the name is one encoded path segment.
+ * Browsers resolve "." and ".." (also as %2E) as dot segments, so those two names travel in the
+ * query instead, under the segment "-".
+ */
+export function servicePath(service: string, rest = '', query: Record<string, string> = {}): string {
+  const dots = service === '.' || service === '..'
+  const segment = dots ? DOT_NAME_SEGMENT : encodeURIComponent(service)
+  const qs = new URLSearchParams(dots ? { name: service, ...query } : query).toString()
+  return `/services/${segment}/${rest}${qs ? `?${qs}` : ''}`
+}
+
+/** "5 min ago" from the server's clock; the script keeps it fresh and puts local time in the title. */
+export function relativeTime(ms: number, now: number): string {
+  const seconds = Math.round((now - ms) / 1000)
+  if (seconds < 0) return 'just now'
+  if (seconds < 60) return `${seconds} s ago`
+  const minutes = Math.floor(seconds / 60)
+  if (minutes < 60) return `${minutes} min ago`
+  const hours = Math.floor(minutes / 60)
+  if (hours < 48) return `${hours} h ago`
+  return `${Math.floor(hours / 24)} days ago`
+}
+
+/** A relative time with the exact time (UTC; the viewer's zone once the script runs) on hover. */
+export function sinceTag(ms: number, now: number): SafeHtml {
+  const iso = new Date(ms).toISOString()
+  const utc = `${iso.slice(0, 19).replace('T', ' ')} UTC`
+  return html`<time datetime="${iso}" title="${utc}" data-relative>${relativeTime(ms, now)}</time>`
+}
+
+export const ALERT_LABELS: Record<Alert, string> = {
+  in_progress: 'In progress',
+  failed: 'Failed',
+  stalled: 'Stalled',
+}
+
+function alertBlock(alert: NonNullable<BoardEntry['alert']>, now: number): SafeHtml {
+  return html`<div class="alert ${alert.outcome}"><span class="state ${alert.outcome}">${ALERT_LABELS[alert.outcome]}</span>
+    <span class="mono">${alert.version}</span> <span class="hint">started ${sinceTag(alert.startedAt, now)}</span></div>`
+}
+
+function driftMark(entry: BoardEntry): SafeHtml {
+  const drift = entry.drift
+  if (!drift) return html``
+  const text =
+    drift.kind === 'behind'
+      ? `Differs from ${drift.environment}, which runs ${drift.version}: waiting to be promoted`
+      : `Differs from ${drift.environment}, which runs ${drift.version}: deployed here more recently`
+  return html`<span class="drift" title="${text}"><span aria-hidden="true">≠ ${drift.environment}</span><span class="sr-only">${text}</span></span>`
+}
+
+function entryBody(entry: BoardEntry | null, now: number): SafeHtml {
+  if (!entry) return html`<span class="none" aria-label="nothing deployed">—</span>`
+  return html`${
+    entry.version === null
+      ? html`<span class="hint">nothing running yet</span>`
+      : html`<div class="running"><span class="version mono" title="${entry.version}">${entry.version}</span> ${driftMark(entry)}</div>
+        <div class="hint">${entry.since === null ? '' : sinceTag(entry.since, now)}${entry.sender ? html` · ${entry.sender}` : ''}</div>`
+  }${entry.alert ? alertBlock(entry.alert, now) : ''}`
+}
+
+function cellClass(entry: BoardEntry | null): string {
+  if (!entry) return 'cell empty-cell'
+  return entry.alert ? `cell attention ${entry.alert.outcome}` : 'cell'
+}
+
+function table(d: BoardPageData): SafeHtml {
+  return html`<div class="table-wrap board-wrap"><table class="board">
+    <caption class="sr-only">What runs where: services by environment</caption>
+    <thead><tr><th scope="col" class="service-col">Service</th>${d.environments.map((e) => html`<th scope="col">${e}</th>`)}</tr></thead>
+    <tbody>${d.rows.map(
+      (row) => html`<tr data-service="${row.service}">
+        <th scope="row" class="service-col"><a href="${servicePath(row.service)}" title="${row.service}">${row.service}</a>${row.team ? html`<div class="hint">${row.team}</div>` : ''}</th>
+        ${row.entries.map(
+          (entry, i) =>
+            html`<td class="${cellClass(entry)}" data-environment="${d.environments[i] ?? ''}">${entryBody(entry, d.now)}</td>`,
+        )}
+      </tr>`,
+    )}</tbody>
+  </table></div>`
+}
+
+function filters(d: BoardPageData): SafeHtml {
+  const active = [
+    d.filter.team ? html`<span>team: ${d.filter.team}</span>` : '',
+    d.filter.name ? html`<span>name contains “${d.filter.name}”</span>` : '',
+    d.at === null ? '' : html`<span>as at ${new Date(d.at).toISOString()}</span>`,
+  ]
+  const any = d.filter.team !== '' || d.filter.name !== ''
+  const shown = any || d.at !== null
+  return html`<details class="filter-box" data-collapse-on-phone open>
+    <summary class="filter-summary">Filters${shown ? html`: <span class="active">${active}</span>` : html` <span class="hint">(none)</span>`}</summary>
+    <form method="get" action="/services/" class="filters board-filters">
+      <div class="field"><label for="f-name">Service name contains</label>
+        <input id="f-name" name="name" type="search" value="${d.filter.name}" maxlength="100"></div>
+      <div class="field"><label for="f-team">Team</label>
+        <select id="f-team" name="team"><option value="">All teams</option>${d.teams.map(
+          (t) => html`<option value="${t}" ${t === d.filter.team ? html`selected` : ''}>${t}</option>`,
+        )}</select></div>
+      <div class="field"><label for="f-at">As it was at <span class="hint">(ISO 8601; empty for now)</span></label>
+        <input id="f-at" name="at" type="text" value="${d.at === null ? '' : new Date(d.at).toISOString()}" placeholder="2026-11-20T14:00:00Z" maxlength="40" autocomplete="off"></div>
+      <div class="actions"><button type="submit">Filter</button> ${any ? html`<a href="/services/${d.at === null ? '' : `?at=${encodeURIComponent(new Date(d.at).toISOString())}`}">Clear</a>` : ''}</div>
+    </form>
+  </details>`
+}
+
+function emptyState(baseUrl: string): SafeHtml {
+  return html`<div class="panel empty">
+    <h2>Nothing deployed yet</h2>
+    <p>The board shows what runs where once your pipelines send events. Create an API key in
+      <a href="/settings/#keys-heading">Settings → API keys</a>, then send your first event:</p>
+    <pre class="snippet"><code>curl -X POST ${baseUrl}/deploy \\
+  -H "Content-Type: application/json" -H "x-api-key: $SHIPLOG_API_KEY" \\
+  -d '{"service":"App1","environment":"prod","version":"1.0.3","status":"Deployed"}'</code></pre>
+  </div>`
+}
+
+export function boardPage(d: BoardPageData): SafeHtml {
+  const iso = d.at === null ? '' : new Date(d.at).toISOString()
+  const body = d.accountIsEmpty
+    ? emptyState(d.baseUrl)
+    : html`${filters(d)}
+      ${
+        d.rows.length === 0
+          ? html`<p class="panel">No service matches these filters. <a href="/services/">Show all services</a></p>`
+          : html`<p class="hint board-count">${d.rows.length} ${d.rows.length === 1 ? 'service' : 'services'} · ${d.environments.length} ${d.environments.length === 1 ? 'environment' : 'environments'}</p>
+            ${table(d)}`
+      }`
+  return layout({
+    title: 'Board',
+    user: d.user,
+    current: 'board',
+    csrfToken: d.csrfToken,
+    body: html`<h1>What runs where</h1>
+      ${
+        d.at === null
+          ? ''
+          : html`<div class="notice at-notice" role="status"><p><strong>Showing the board as it was at <time datetime="${iso}" data-local>${iso.slice(0, 19).replace('T', ' ')} UTC</time>.</strong>
+            <a href="/services/">Back to now</a></p></div>`
+      }
+      ${body}`,
+  })
+}

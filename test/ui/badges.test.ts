@@ -1,0 +1,151 @@
+// Public badges: the running version as SVG and as a shields.io endpoint document, tone by the
+// latest outcome, one refusal for every wrong token, rotation, cache and security headers, and
+// hostile names in the path.
+import assert from 'node:assert/strict'
+import { test } from 'node:test'
+import { ensureBadgeToken } from '../../src/domain/services.js'
+import { buildTestApp, type TestApp } from '../helper.js'
+import { assertWellFormedXml } from '../support/board.js'
+import { insertEvents, userSession } from '../support/ui.js'
+
+async function withHistory(t: Parameters<typeof buildTestApp>[0]): Promise<{ ctx: TestApp; token: string }> {
+  const ctx = await buildTestApp(t)
+  const now = Date.now()
+  await insertEvents(ctx.database, ctx.tenant.account.id, [
+    { service: 'api', environment: 'prod', version: '1.0', status: 'Deployed', received_at: now - 60_000 },
+    { service: 'api', environment: 'staging', version: '1.1', status: 'Deployed', received_at: now - 50_000 },
+    { service: 'api', environment: 'staging', version: '1.2', status: 'Failed', received_at: now - 40_000 },
+    { service: 'api', environment: 'dev', version: '1.3', status: 'Deploying', received_at: now - 30_000 },
+    { service: 'a/b <"x">', environment: 'pr%d ü', version: '<v&1>', status: 'Deployed', received_at: now },
+  ])
+  return { ctx, token: await ensureBadgeToken(ctx.database.db, ctx.tenant.account.id) }
+}
+
+const get = (ctx: TestApp, url: string, headers: Record<string, string> = {}) =>
+  ctx.app.inject({ method: 'GET', url, headers })
+
+test('the SVG badge shows the running version, toned by the latest outcome', async (t) => {
+  const { ctx, token } = await withHistory(t)
+  const prod = await get(ctx, `/badge/${token}/api/prod.svg`)
+  assert.equal(prod.statusCode, 200)
+  assert.equal(prod.headers['content-type'], 'image/svg+xml; charset=utf-8')
+  assertWellFormedXml(prod.payload)
+  assert.match(prod.payload, /<title>prod: 1\.0<\/title>/)
+  assert.match(prod.payload, /fill="#1f6feb"/)
+  // Cache headers for a README image, a CSP that allows no script, readable from other sites.
+  assert.equal(prod.headers['cache-control'], 'max-age=60, s-maxage=60')
+  assert.match(String(prod.headers['content-security-policy']), /^default-src 'none';/)
+  assert.doesNotMatch(String(prod.headers['content-security-policy']), /script-src/)
+  assert.equal(prod.headers['cross-origin-resource-policy'], 'cross-origin')
+  assert.equal(prod.headers['x-content-type-options'], 'nosniff')
+  const etag = String(prod.headers.etag)
+  assert.match(etag, /^"[\w-]+"$/)
+  const again = await get(ctx, `/badge/${token}/api/prod.svg`, { 'if-none-match': etag })
+  assert.equal(again.statusCode, 304)
+  assert.equal(again.payload, '')
+  // staging runs 1.1; its latest (1.2) failed: red. dev: in progress, nothing running: amber.
+  const staging = await get(ctx, `/badge/${token}/api/staging.svg`)
+  assert.match(staging.payload, /<title>staging: 1\.1<\/title>/)
+  assert.match(staging.payload, /fill="#cf222e"/)
+  const dev = await get(ctx, `/badge/${token}/api/dev.svg`)
+  assert.match(dev.payload, /<title>dev: no deployment<\/title>/)
+  assert.match(dev.payload, /fill="#9a6700"/)
+})
+
+test('the .json badge is a shields.io endpoint document', async (t) => {
+  const { ctx, token } = await withHistory(t)
+  const res = await get(ctx, `/badge/${token}/api/staging.json`)
+  assert.equal(res.statusCode, 200)
+  assert.match(String(res.headers['content-type']), /^application\/json/)
+  assert.deepEqual(res.json(), { schemaVersion: 1, label: 'staging', message: '1.1', color: 'red' })
+  assert.equal(res.headers['cache-control'], 'max-age=60, s-maxage=60')
+})
+
+test('a right token and an unknown service or environment: a grey "no deployment" badge', async (t) => {
+  const { ctx, token } = await withHistory(t)
+  for (const path of ['nope/prod', 'api/nowhere']) {
+    const res = await get(ctx, `/badge/${token}/${path}.svg`)
+    assert.equal(res.statusCode, 200)
+    assertWellFormedXml(res.payload)
+    assert.match(res.payload, /no deployment/)
+    assert.match(res.payload, /fill="#6e7781"/)
+  }
+})
+
+test('a wrong token gets the same answer whether or not the service exists', async (t) => {
+  const { ctx, token } = await withHistory(t)
+  const other = await ctx.addTenant('Other')
+  const otherToken = await ensureBadgeToken(ctx.database.db, other.account.id)
+  const comparable = (res: Awaited<ReturnType<typeof get>>) => {
+    const { date: _date, ...headers } = res.headers
+    return { status: res.statusCode, headers, body: res.payload }
+  }
+  for (const ext of ['svg', 'json']) {
+    const wrong = `A${token.slice(1)}` === token ? `B${token.slice(1)}` : `A${token.slice(1)}`
+    const answers = [
+      `/badge/${wrong}/api/prod.${ext}`,
+      `/badge/${wrong}/nope/nowhere.${ext}`,
+      `/badge/short/api/prod.${ext}`,
+      `/badge/${'x'.repeat(90)}/api/prod.${ext}`,
+      // Another account's token does not open this account's services.
+      `/badge/${otherToken}/api/prod.${ext}`,
+    ].map((u) => get(ctx, u))
+    const results = await Promise.all(answers)
+    const first = comparable(results[0] as Awaited<ReturnType<typeof get>>)
+    assert.equal(first.status, 404)
+    for (const r of results.slice(0, 4)) assert.deepEqual(comparable(r), first)
+    if (ext === 'svg') assertWellFormedXml(first.body)
+    // The other account has no "api": its answer is a grey badge, never this account's version.
+    const foreign = results[4]
+    assert.doesNotMatch(foreign?.payload ?? '', /1\.0/)
+  }
+})
+
+test('rotating the token stops the old one at once', async (t) => {
+  const { ctx, token } = await withHistory(t)
+  const { browser } = await userSession(ctx, ctx.tenant.account.id, 'a@example.com', 'admin')
+  const settings = await browser.get('/settings/')
+  assert.match(settings.payload, new RegExp(`/badge/${token}/&lt;service&gt;/&lt;environment&gt;\\.svg`))
+  assert.match(
+    settings.payload,
+    new RegExp(`!\\[prod\\]\\(http://localhost(:\\d+)?/badge/${token}/App1/prod\\.svg\\)`),
+  )
+  const rotated = await browser.submit('/settings/', '/settings/badge-token', {})
+  assert.equal(rotated.statusCode, 303)
+  const row = await ctx.database.db
+    .selectFrom('accounts')
+    .select('badge_token')
+    .where('id', '=', ctx.tenant.account.id)
+    .executeTakeFirstOrThrow()
+  assert.ok(row.badge_token && row.badge_token !== token)
+  assert.equal((await get(ctx, `/badge/${token}/api/prod.svg`)).statusCode, 404)
+  const fresh = await get(ctx, `/badge/${row.badge_token}/api/prod.svg`)
+  assert.equal(fresh.statusCode, 200)
+  assert.match(fresh.payload, /1\.0/)
+  assert.match((await browser.get('/settings/')).payload, /The badge token is rotated/)
+  // Members neither see the token nor rotate it.
+  const { browser: member } = await userSession(ctx, ctx.tenant.account.id, 'm@example.com', 'member')
+  assert.doesNotMatch((await member.get('/settings/')).payload, new RegExp(String(row.badge_token)))
+  assert.equal((await member.submit('/settings/', '/settings/badge-token', {})).statusCode, 403)
+})
+
+test('hostile names in the badge path are decoded once and escaped in the SVG', async (t) => {
+  const { ctx, token } = await withHistory(t)
+  const url = `/badge/${token}/${encodeURIComponent('a/b <"x">')}/${encodeURIComponent('pr%d ü')}.svg`
+  const res = await get(ctx, url)
+  assert.equal(res.statusCode, 200)
+  assertWellFormedXml(res.payload)
+  assert.match(res.payload, /<title>pr%d ü: &lt;v&amp;1&gt;<\/title>/)
+  for (const odd of [
+    '%3Cscript%3E/x.svg',
+    '%2525/%25.svg',
+    "'%22/%3C.json",
+    'x/%C3%28.svg',
+    'x/.svg',
+    'x/y.png',
+  ]) {
+    const r = await get(ctx, `/badge/${token}/${odd}`)
+    assert.ok(r.statusCode === 200 || r.statusCode === 404 || r.statusCode === 400, `${odd}: ${r.statusCode}`)
+    if (r.headers['content-type']?.toString().startsWith('image/svg+xml')) assertWellFormedXml(r.payload)
+  }
+})
