@@ -30,6 +30,8 @@ export interface CatchUpResult {
   regrouped: number
   /** True when more events wait beyond this run's batch. */
   more: boolean
+  /** Every event up to this id is derived (when the run moved it; else null). */
+  through: number | null
 }
 
 /**
@@ -63,6 +65,7 @@ export async function catchUpDeployments(
     events: writes.derived,
     regrouped: writes.deleteGroups.length,
     more: writes.batchSize >= limit,
+    through: writes.through,
   }
 }
 

@@ -3,13 +3,14 @@
 // acknowledged shows on the next page or API answer (read-your-writes).
 import type { Database } from '../../db/connect.js'
 import type { Task } from '../tasks.js'
-import { catchUpDeployments, deploymentsBehind } from './store.js'
+import { type CatchUpResult, catchUpDeployments, deploymentsBehind } from './store.js'
 
 /** Runs a reader may wait for before it answers with what is derived so far (1000 events each). */
 const MAX_RUNS_PER_READ = 50
 
 export class DeploymentSync {
   #running: Promise<void> | null = null
+  readonly #listeners: Array<(result: CatchUpResult) => void> = []
 
   constructor(private readonly database: Database) {}
 
@@ -25,6 +26,14 @@ export class DeploymentSync {
     }
   }
 
+  /**
+   * Calls `listener` after each committed run of this process that derived something (live updates
+   * and metrics). A listener must not throw or block.
+   */
+  onDerived(listener: (result: CatchUpResult) => void): void {
+    this.#listeners.push(listener)
+  }
+
   /** Derives up to `runs` batches; joins the run in progress rather than starting a second. */
   catchUp(runs: number): Promise<void> {
     if (this.#running) return this.#running
@@ -32,6 +41,8 @@ export class DeploymentSync {
       try {
         for (let i = 0; i < runs; i++) {
           const result = await catchUpDeployments(this.database)
+          if (result.events > 0 || result.regrouped > 0)
+            for (const listener of this.#listeners) listener(result)
           if (!result.more) return
         }
       } finally {

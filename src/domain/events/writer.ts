@@ -21,6 +21,7 @@ export class EventWriter {
   #closed = false
   /** Counters for tests and metrics: transactions committed and events they held. */
   readonly stats = { batches: 0, events: 0 }
+  readonly #listeners: Array<(outcomes: readonly RecordOutcome[]) => void> = []
 
   constructor(
     private readonly store: EventStore,
@@ -34,6 +35,15 @@ export class EventWriter {
       this.#queue.push({ item, resolve, reject })
       if (!this.#pumping) this.#pumping = this.#pump()
     })
+  }
+
+  /**
+   * Calls `listener` after each committed transaction with its outcomes (stored events, replays and
+   * refused repeats alike), before the requests are answered. A listener must not throw or block:
+   * metrics count here, and live updates learn that something arrived.
+   */
+  onCommit(listener: (outcomes: readonly RecordOutcome[]) => void): void {
+    this.#listeners.push(listener)
   }
 
   /** Refuses new events and waits until every queued one has been answered. */
@@ -60,6 +70,7 @@ export class EventWriter {
       const outcomes = await this.store.writeBatch(batch.map((w) => w.item))
       this.stats.batches++
       this.stats.events += batch.length
+      this.#tell(outcomes)
       batch.forEach((w, i) => {
         const outcome = outcomes[i]
         if (outcome) w.resolve(outcome)
@@ -75,6 +86,7 @@ export class EventWriter {
       for (const w of batch) {
         try {
           const [outcome] = await this.store.writeBatch([w.item])
+          if (outcome) this.#tell([outcome])
           if (outcome) w.resolve(outcome)
           else w.reject(new Error('event write returned no row'))
         } catch (single) {
@@ -82,5 +94,9 @@ export class EventWriter {
         }
       }
     }
+  }
+
+  #tell(outcomes: readonly RecordOutcome[]): void {
+    for (const listener of this.#listeners) listener(outcomes)
   }
 }
