@@ -20,6 +20,7 @@ import { INGEST_PATHS, ingestRoutes } from './http/api/ingest.js'
 import { openApiRoute, registerOpenApi } from './http/api/openapi.js'
 import { readRoutes } from './http/api/read-routes.js'
 import { loggerOptions } from './http/logging.js'
+import { Metrics, metricsRoute } from './http/metrics.js'
 import { answerClientError, answerFrameworkError, problems, registerProblemHandlers } from './http/problem.js'
 import { MemoryRateLimitStore, type RateLimitStore, RedisRateLimitStore } from './http/rate-limit.js'
 import { API_SECURITY_HEADERS, SECURITY_HEADERS } from './http/security-headers.js'
@@ -106,12 +107,16 @@ export async function buildApp(options: BuildOptions): Promise<App> {
   })
   const deployments = new DeploymentSync(database)
   tasks.add(deployments.task())
+  const metrics = new Metrics(database, tasks)
+  writer.onCommit((outcomes) => metrics.eventsCommitted(outcomes))
+  deployments.onDerived((result) => metrics.deploymentsDerived(result))
+  metrics.instrument(app)
   app.addHook('onReady', async () => tasks.start())
   resources.revocations?.subscribe({
     onRevoked: (digest) => verifier.forgetDigest(digest),
     onGap: () => verifier.clear(),
   })
-  app.decorate('shiplog', { writer, verifier, usage, tasks, database, config, deployments })
+  app.decorate('shiplog', { writer, verifier, usage, tasks, database, config, deployments, metrics })
   app.addHook('onClose', async () => {
     await tasks.stop()
     await writer.close()
@@ -164,6 +169,7 @@ export async function buildApp(options: BuildOptions): Promise<App> {
   await app.register(readRoutes, readOptions)
   await app.register(getRoutes, readOptions)
   await app.register(openApiRoute)
+  await app.register(metricsRoute, { metrics, token: config.metricsToken })
   await app.register(uiRoutes, {
     config: { ...config, secret: resources.secret },
     database,
@@ -185,6 +191,8 @@ declare module 'fastify' {
       config: Config
       /** Call `current()` before reading deployments (read-your-writes). */
       deployments: DeploymentSync
+      /** Prometheus instruments; webhooks and live updates feed theirs through its methods. */
+      metrics: Metrics
     }
   }
 }

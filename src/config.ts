@@ -41,6 +41,8 @@ export interface Config {
   readonly requestTimeoutMs: number
   /** Where the shiplog-deploy image is published, for the pipeline snippets in Settings. */
   readonly deployImage: string
+  /** When set, GET /metrics requires `Authorization: Bearer <token>`; when null it is open (SPEC §8). */
+  readonly metricsToken: string | null
 }
 
 /** A configuration problem: the message is meant to be shown to the operator as is. */
@@ -181,6 +183,20 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Conf
     )
   }
 
+  let metricsToken: string | null = null
+  if (env.SHIPLOG_METRICS_TOKEN !== undefined && env.SHIPLOG_METRICS_TOKEN !== '') {
+    metricsToken = env.SHIPLOG_METRICS_TOKEN
+    // It travels in a header (Authorization: Bearer …): visible ASCII only, and long enough not to guess.
+    if (!/^[\x21-\x7e]+$/.test(metricsToken)) {
+      throw new ConfigError('SHIPLOG_METRICS_TOKEN must be printable ASCII without spaces')
+    }
+    if (metricsToken.length < 16) {
+      throw new ConfigError(
+        'SHIPLOG_METRICS_TOKEN must be at least 16 characters (try: openssl rand -hex 32)',
+      )
+    }
+  }
+
   let secret: string | null = null
   if (env.SHIPLOG_SECRET !== undefined && env.SHIPLOG_SECRET !== '') {
     if (env.SHIPLOG_SECRET.length < 32) {
@@ -205,6 +221,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Conf
     headersTimeoutMs,
     requestTimeoutMs,
     deployImage,
+    metricsToken,
   })
 }
 
