@@ -55,6 +55,7 @@ export class Metrics {
   readonly #batches: Histogram
   readonly #derived: Counter
   readonly #webhooks: Counter<'outcome'>
+  readonly #collectFailures: Counter<'collector'>
   #webhookQueueDepth: (() => Promise<number>) | null = null
   #streamClients: (() => number) | null = null
   #deploymentCounts: { at: number; counts: Promise<Record<DeploymentOutcome, number>> } | null = null
@@ -104,6 +105,12 @@ export class Metrics {
       registers,
     })
     const self = this
+    this.#collectFailures = new Counter({
+      name: 'shiplog_metrics_collect_failures_total',
+      help: 'Scrapes where a figure read at scrape time could not be read (its last value was kept).',
+      labelNames: ['collector'],
+      registers,
+    })
     new Gauge({
       name: 'shiplog_deployments',
       help: `Deployments in the database by outcome (all accounts; refreshed at most every ${DEPLOYMENT_COUNTS_TTL_MS / 1000} s).`,
@@ -111,7 +118,10 @@ export class Metrics {
       registers,
       // A database that is away must not fail the whole scrape: the last figures stay.
       async collect() {
-        const counts = await self.#deploymentsByOutcome().catch(() => null)
+        const counts = await self.#deploymentsByOutcome().catch(() => {
+          self.#collectFailures.inc({ collector: 'deployments' })
+          return null
+        })
         if (counts) for (const outcome of OUTCOMES) this.set({ outcome }, counts[outcome])
       },
     })
@@ -181,7 +191,10 @@ export class Metrics {
         const read = self.#webhookQueueDepth
         if (!read) return this.set(0)
         // As above: a failing read keeps the last figure rather than failing the scrape.
-        const depth = await read().catch(() => null)
+        const depth = await read().catch(() => {
+          self.#collectFailures.inc({ collector: 'webhook_queue_depth' })
+          return null
+        })
         if (depth !== null) this.set(depth)
       },
     })
@@ -275,7 +288,7 @@ export async function countDeploymentsByOutcome(
 ): Promise<Record<DeploymentOutcome, number>> {
   const { rows } = await sql<{ result: string | null; n: number | string; stalled: number | string | null }>`
     SELECT d.result AS result, COUNT(*) AS n,
-      SUM(CASE WHEN d.result IS NULL AND d.started_at < ${now} - a.stall_minutes * 60000 THEN 1 ELSE 0 END) AS stalled
+      SUM(CASE WHEN d.result IS NULL AND d.started_at < CAST(${now} AS BIGINT) - a.stall_minutes * 60000 THEN 1 ELSE 0 END) AS stalled
     FROM deployments d JOIN accounts a ON a.id = d.account_id
     GROUP BY d.result`.execute(database.db)
   const counts: Record<DeploymentOutcome, number> = { in_progress: 0, succeeded: 0, failed: 0, stalled: 0 }
