@@ -992,6 +992,24 @@ const MATRIX: Record<string, Entry> = {
     ]),
   ),
 
+  // ---- /metrics (issue 12, metrics part) --------------------------------------------------------
+  // Open here (no SHIPLOG_METRICS_TOKEN in this world; the token is tested in test/api/metrics.test.ts):
+  // process-wide counters by route pattern, form, status and outcome, never an account's names.
+  'GET /metrics': {
+    why: `${PUBLIC_REASON} (Prometheus metrics: counts by route pattern and status, no account's names)`,
+    cases: () =>
+      from(
+        {
+          anonymous: allOf(status(200), contains('shiplog_http_requests_total')),
+          bKey: status(200),
+          bAdmin: status(200),
+          aMember: status(200),
+        },
+        { url: '/metrics' },
+      ),
+  },
+  // ---- end of /metrics ----------------------------------------------------------------------------
+
   'GET /api/v1/events': readApiEntry('events'),
   'GET /api/v1/deployments': readApiEntry('deployments'),
   'GET /api/v1/services': {
