@@ -59,6 +59,8 @@ export class Metrics {
   #webhookQueueDepth: (() => Promise<number>) | null = null
   #streamClients: (() => number) | null = null
   #deploymentCounts: { at: number; counts: Promise<Record<DeploymentOutcome, number>> } | null = null
+  /** How long the last deployment count took: a slow one is reused for longer (see below). */
+  #deploymentCountMs = 0
 
   constructor(
     private readonly database: Database,
@@ -260,15 +262,22 @@ export class Metrics {
   }
 
   /**
-   * One grouped query over the deployments, reused for DEPLOYMENT_COUNTS_TTL_MS: a scrape every few
-   * seconds must not scan a million rows each time. Concurrent scrapes share the query in flight; a
-   * failed one is not kept, so the next scrape asks again.
+   * The deployment counts, reused for DEPLOYMENT_COUNTS_TTL_MS: a scrape every few seconds must not
+   * count a million rows each time. When counting takes long (SQLite runs it on the event loop), the
+   * figures are reused for 100 times as long as it took, so it never takes more than about 1 % of
+   * the server's time. Concurrent scrapes share the query in flight; a failed one is not kept, so
+   * the next scrape asks again.
    */
   #deploymentsByOutcome(): Promise<Record<DeploymentOutcome, number>> {
     const now = this.now()
     const cached = this.#deploymentCounts
-    if (cached && now - cached.at < DEPLOYMENT_COUNTS_TTL_MS) return cached.counts
-    const counts = countDeploymentsByOutcome(this.database, now)
+    const ttl = Math.max(DEPLOYMENT_COUNTS_TTL_MS, 100 * this.#deploymentCountMs)
+    if (cached && now - cached.at < ttl) return cached.counts
+    const started = performance.now()
+    const counts = countDeploymentsByOutcome(this.database, now).then((result) => {
+      this.#deploymentCountMs = performance.now() - started
+      return result
+    })
     const entry = { at: now, counts }
     this.#deploymentCounts = entry
     counts.catch(() => {
@@ -280,28 +289,40 @@ export class Metrics {
 
 /**
  * Deployments by outcome across all accounts (SPEC §6.1): finished ones by result, open ones
- * stalled when older than their account's stall time, else in progress.
+ * stalled when older than their account's stall time, else in progress. Three counts that the
+ * indexes answer (all rows by the primary key, successes by their partial index, open rows with
+ * their account's stall time) rather than one GROUP BY, which sorted every row: at a million
+ * deployments on SQLite that took 0.6 to 2 s, these about a quarter of it.
  */
 export async function countDeploymentsByOutcome(
   database: Database,
   now: number,
 ): Promise<Record<DeploymentOutcome, number>> {
-  const { rows } = await sql<{ result: string | null; n: number | string; stalled: number | string | null }>`
-    SELECT d.result AS result, COUNT(*) AS n,
-      SUM(CASE WHEN d.result IS NULL AND d.started_at < CAST(${now} AS BIGINT) - a.stall_minutes * 60000 THEN 1 ELSE 0 END) AS stalled
+  const { db } = database
+  const total = await db
+    .selectFrom('deployments')
+    .select((eb) => eb.fn.countAll<number | string>().as('n'))
+    .executeTakeFirstOrThrow()
+  const succeeded = await db
+    .selectFrom('deployments')
+    .select((eb) => eb.fn.countAll<number | string>().as('n'))
+    .where('result', '=', 'succeeded')
+    .executeTakeFirstOrThrow()
+  const { rows } = await sql<{ n: number | string; stalled: number | string | null }>`
+    SELECT COUNT(*) AS n,
+      SUM(CASE WHEN d.started_at < CAST(${now} AS BIGINT) - a.stall_minutes * 60000 THEN 1 ELSE 0 END) AS stalled
     FROM deployments d JOIN accounts a ON a.id = d.account_id
-    GROUP BY d.result`.execute(database.db)
-  const counts: Record<DeploymentOutcome, number> = { in_progress: 0, succeeded: 0, failed: 0, stalled: 0 }
-  for (const row of rows) {
-    const n = Number(row.n)
-    if (row.result === 'succeeded' || row.result === 'failed') counts[row.result] += n
-    else {
-      const stalled = Number(row.stalled ?? 0)
-      counts.stalled += stalled
-      counts.in_progress += n - stalled
-    }
+    WHERE d.finished_at IS NULL`.execute(db)
+  const open = Number(rows[0]?.n ?? 0)
+  const stalled = Number(rows[0]?.stalled ?? 0)
+  return {
+    in_progress: open - stalled,
+    stalled,
+    succeeded: Number(succeeded.n),
+    // Every finished deployment that did not succeed failed (result is succeeded or failed).
+    // (The three counts are separate reads: a run deriving between them can move one by a few.)
+    failed: Math.max(0, Number(total.n) - Number(succeeded.n) - open),
   }
-  return counts
 }
 
 /** Compares without revealing, through timing, how much of the token matched (or its length). */
