@@ -11,7 +11,8 @@ import { openDatabase } from '../../src/db/connect.js'
 import { migrateToLatest } from '../../src/db/migrate.js'
 import { TaskRunner } from '../../src/domain/tasks.js'
 import { DEPLOYMENT_COUNTS_TTL_MS, Metrics, UNMATCHED_ROUTE } from '../../src/http/metrics.js'
-import { buildTestApp, testDialect } from '../helper.js'
+import { buildTestApp, databaseForServers, testDialect } from '../helper.js'
+import { assertBuilt, startServer } from '../support/processes.js'
 import { deploy, insertEvents } from '../support/ui.js'
 
 const TOKEN = 'metrics-token-0123456789abcdef'
@@ -408,4 +409,33 @@ test('scrapes are not logged at info; other requests still are', async (t) => {
   const urls = lines.map((l) => (JSON.parse(l) as { req?: { url?: string } }).req?.url).filter(Boolean)
   assert.ok(urls.includes('/healthz'), `the probe is logged: ${lines.join('\n')}`)
   assert.ok(!urls.includes('/metrics'), 'the scrape is not')
+})
+
+test('the real server process (the bundle) serves /metrics behind its token, and does not log scrapes', async (t) => {
+  assertBuilt()
+  const { databaseUrl, key } = await databaseForServers(t)
+  const server = await startServer(t, {
+    databaseUrl,
+    env: { SHIPLOG_METRICS_TOKEN: TOKEN, LOG_LEVEL: 'info' },
+  })
+  const refused = await fetch(`${server.url}/metrics`)
+  assert.equal(refused.status, 401)
+  await refused.arrayBuffer()
+  const recorded = await fetch(`${server.url}/deploy`, {
+    method: 'POST',
+    headers: { 'x-api-key': key, 'content-type': 'application/json' },
+    body: JSON.stringify({ service: 'proc', environment: 'prod', version: '1', status: 'Deployed' }),
+  })
+  assert.equal(recorded.status, 201)
+  await recorded.arrayBuffer()
+  const res = await fetch(`${server.url}/metrics`, { headers: { authorization: `Bearer ${TOKEN}` } })
+  assert.equal(res.status, 200)
+  const families = new Map(parsePrometheusTextFormat(await res.text()).map((f) => [f.name, f]))
+  const stored = families
+    .get('shiplog_events_recorded_total')
+    ?.metrics.find((m) => m.labels?.source === 'deploy' && m.labels.status === 'Deployed')
+  assert.equal(stored?.value, '1')
+  assert.ok(families.has('shiplog_process_resident_memory_bytes'), 'process metrics in the bundle too')
+  assert.match(server.output(), /"url":"\/deploy"/, 'requests are logged at info')
+  assert.doesNotMatch(server.output(), /"url":"\/metrics"/, 'scrapes are not')
 })
