@@ -41,6 +41,12 @@ export interface Config {
   readonly requestTimeoutMs: number
   /** Where the shiplog-deploy image is published, for the pipeline snippets in Settings. */
   readonly deployImage: string
+  /** Live streams (GET /api/v1/stream) one account may hold open at once (429 beyond). */
+  readonly streamsPerAccount: number
+  /** Live streams this process holds open at once (503 beyond). */
+  readonly streamsPerProcess: number
+  /** Bytes a live stream may have waiting for a slow client before it is dropped. */
+  readonly streamBufferBytes: number
 }
 
 /** A configuration problem: the message is meant to be shown to the operator as is. */
@@ -181,6 +187,25 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Conf
     )
   }
 
+  const streamsPerAccount = parseInteger(
+    'SHIPLOG_STREAMS_PER_ACCOUNT',
+    env.SHIPLOG_STREAMS_PER_ACCOUNT ?? '50',
+    1,
+    100_000,
+  )
+  const streamsPerProcess = parseInteger(
+    'SHIPLOG_STREAMS_PER_PROCESS',
+    env.SHIPLOG_STREAMS_PER_PROCESS ?? '1000',
+    1,
+    100_000,
+  )
+  const streamBufferBytes = parseInteger(
+    'SHIPLOG_STREAM_BUFFER_BYTES',
+    env.SHIPLOG_STREAM_BUFFER_BYTES ?? String(1024 * 1024),
+    16 * 1024,
+    64 * 1024 * 1024,
+  )
+
   let secret: string | null = null
   if (env.SHIPLOG_SECRET !== undefined && env.SHIPLOG_SECRET !== '') {
     if (env.SHIPLOG_SECRET.length < 32) {
@@ -205,6 +230,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Conf
     headersTimeoutMs,
     requestTimeoutMs,
     deployImage,
+    streamsPerAccount,
+    streamsPerProcess,
+    streamBufferBytes,
   })
 }
 
