@@ -200,6 +200,8 @@ function wireLiveUpdates(
   let closing = false
   writer.onCommit((outcomes) => {
     if (closing || timer || !outcomes.some((o) => o.kind === 'stored')) return
+    // On SQLite only this process streams: with nobody listening the background task suffices.
+    if (database.dialect === 'sqlite' && hub.clients() === 0) return
     timer = setTimeout(() => {
       timer = null
       if (closing) return
