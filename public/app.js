@@ -115,9 +115,9 @@ for (const id of ['i-from', 'i-to']) {
 // board updates the cell of the service and environment in place, or offers a reload when the
 // change has no cell here. Without this script (or EventSource) the pages are as before.
 const liveLogs = document.querySelector('[data-live-logs]')
-const liveBoard = document.querySelector('table[data-live-board]')
+const liveBoard = document.querySelector('[data-live-board] table.board')
 if ((liveLogs || liveBoard) && 'EventSource' in window) {
-  const bar = liveLogs ?? liveBoard.closest('.table-wrap')?.previousElementSibling
+  const bar = liveLogs ?? liveBoard.closest('[data-live-board]')?.previousElementSibling
   let unseen = 0
   const announce = (text) => {
     if (!bar) return
@@ -209,7 +209,11 @@ if ((liveLogs || liveBoard) && 'EventSource' in window) {
       td.className = `cell attention ${deployment.outcome} live-changed`
     }
   }
-  const source = new EventSource('/api/v1/stream')
+  // From the newest event the page lists (EventSource's own Last-Event-ID wins on reconnects).
+  const since = liveLogs?.dataset.liveSince
+  const source = new EventSource(
+    since ? `/api/v1/stream?lastEventId=${encodeURIComponent(since)}` : '/api/v1/stream',
+  )
   source.addEventListener('event', (message) => {
     if (!liveLogs) return
     const event = JSON.parse(message.data)

@@ -140,7 +140,9 @@ export function logsPage(d: LogsPageData): SafeHtml {
         </table></div>`
     // Live updates (public/app.js): new events are added on the unfiltered first page, announced in
     // a bar elsewhere.
-    results = html`<div class="live-bar" data-live-logs="${firstPage ? 'prepend' : 'notice'}" role="status" hidden></div>
+    // The stream starts after the newest event shown, so one listed here is not added again.
+    const newest = firstPage && listing.rows.length > 0 ? Math.max(...listing.rows.map((r) => r.id)) : null
+    results = html`<div class="live-bar" data-live-logs="${firstPage ? 'prepend' : 'notice'}" ${newest === null ? '' : html`data-live-since="${String(newest)}"`} role="status" hidden></div>
       <div class="toolbar">
         <p class="hint">${filtered ? 'Events matching the filters, newest first.' : 'All events, newest first.'}
           <span data-zone-note>Times are UTC.</span></p>
