@@ -114,7 +114,7 @@ export async function buildApp(options: BuildOptions): Promise<App> {
     onRevoked: (digest) => verifier.forgetDigest(digest),
     onGap: () => verifier.clear(),
   })
-  const live = wireLiveUpdates(app, { database, writer, deployments, resources })
+  const live = wireLiveUpdates(app, { config, database, writer, deployments, resources })
   app.decorate('shiplog', { writer, verifier, usage, tasks, database, config, deployments, live })
   app.addHook('onClose', async () => {
     await tasks.stop()
@@ -187,10 +187,17 @@ export async function buildApp(options: BuildOptions): Promise<App> {
  */
 function wireLiveUpdates(
   app: FastifyInstance,
-  parts: { database: Database; writer: EventWriter; deployments: DeploymentSync; resources: AppResources },
+  parts: {
+    config: Config
+    database: Database
+    writer: EventWriter
+    deployments: DeploymentSync
+    resources: AppResources
+  },
 ): { hub: LiveHub; stopped(): Promise<void> } {
-  const { database, writer, deployments, resources } = parts
+  const { config, database, writer, deployments, resources } = parts
   const hub = new LiveHub(database, {
+    pollMs: config.streamPollMs,
     onError: (err) => {
       if (!isDatabaseUnavailable(err)) app.log.warn({ err }, 'live updates: could not read new events')
     },

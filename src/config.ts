@@ -47,6 +47,8 @@ export interface Config {
   readonly streamsPerProcess: number
   /** Bytes a live stream may have waiting for a slow client before it is dropped. */
   readonly streamBufferBytes: number
+  /** While streams are open, how often to look for new events in case a notice was missed. */
+  readonly streamPollMs: number
 }
 
 /** A configuration problem: the message is meant to be shown to the operator as is. */
@@ -205,6 +207,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Conf
     16 * 1024,
     64 * 1024 * 1024,
   )
+  const streamPollMs = parseInteger(
+    'SHIPLOG_STREAM_POLL_MS',
+    env.SHIPLOG_STREAM_POLL_MS ?? '2000',
+    200,
+    600_000,
+  )
 
   let secret: string | null = null
   if (env.SHIPLOG_SECRET !== undefined && env.SHIPLOG_SECRET !== '') {
@@ -233,6 +241,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Conf
     streamsPerAccount,
     streamsPerProcess,
     streamBufferBytes,
+    streamPollMs,
   })
 }
 

@@ -152,7 +152,9 @@ test('new events and the deployments they change arrive, each once, with resumab
   const one = await deploy(ctx.app, ctx.tenant.key, event('1.0', 'Deploying'))
   assert.equal(one.status, 201)
   const [first, firstDeployment] = await stream.waitFor(2)
-  assert.ok(Date.now() - sent < 1500, `arrived after ${Date.now() - sent} ms`)
+  // Usually ~150 ms; the bound leaves room for a loaded CI machine.
+  assert.ok(Date.now() - sent < 4000, `arrived after ${Date.now() - sent} ms`)
+  t.diagnostic(`arrived after ${Date.now() - sent} ms`)
   assert.equal(first?.event, 'event')
   assert.equal(first?.id, undefined, 'the id goes on the last message of the event')
   assert.equal(first?.data.id, one.body.id)
@@ -342,7 +344,8 @@ test('an event sent to one instance appears on a stream of another (PostgreSQL)'
 }, async (t) => {
   const databaseUrl = await freshDatabaseUrl(t)
   const one = await buildTestApp(t, { databaseUrl })
-  const two = await buildTestApp(t, { databaseUrl })
+  // Instance two polls once a minute: only the notice can bring the event within seconds.
+  const two = await buildTestApp(t, { databaseUrl, env: { SHIPLOG_STREAM_POLL_MS: '60000' } })
   const base = await listen(two.app)
   const reader = await keyWith(one, ['read'])
   const stream = await openStream(base, { 'x-api-key': reader })
@@ -352,8 +355,7 @@ test('an event sent to one instance appears on a stream of another (PostgreSQL)'
   const res = await deploy(one.app, one.tenant.key, event('elsewhere'))
   assert.equal(res.status, 201)
   await stream.waitFor(2)
-  // Faster than the fallback poll: the notice woke instance two.
-  assert.ok(Date.now() - sent < 1900, `arrived after ${Date.now() - sent} ms`)
+  t.diagnostic(`arrived after ${Date.now() - sent} ms`)
   assert.equal(stream.messages[0]?.data.id, res.body.id)
   assert.equal(stream.messages[1]?.event, 'deployment')
 })
