@@ -109,3 +109,128 @@ for (const id of ['i-from', 'i-to']) {
   })
 }
 // ---- end Insights ----
+// ---- Live updates (/logs/ and the board) ----
+// New events arrive over server-sent events (GET /api/v1/stream, with the session cookie). The
+// unfiltered first page of the log gets them as rows; other log pages get a bar that reloads; the
+// board updates the cell of the service and environment in place, or offers a reload when the
+// change has no cell here. Without this script (or EventSource) the pages are as before.
+const liveLogs = document.querySelector('[data-live-logs]')
+const liveBoard = document.querySelector('[data-live-board] table.board')
+if ((liveLogs || liveBoard) && 'EventSource' in window) {
+  const bar = liveLogs ?? liveBoard.closest('[data-live-board]')?.previousElementSibling
+  let unseen = 0
+  const announce = (text) => {
+    if (!bar) return
+    bar.replaceChildren()
+    const p = document.createElement('p')
+    p.append(`${text} `)
+    const link = document.createElement('a')
+    link.href = window.location.href
+    link.textContent = 'Show'
+    p.append(link)
+    bar.append(p)
+    bar.hidden = false
+  }
+  const el = (tag, className, text) => {
+    const node = document.createElement(tag)
+    if (className) node.className = className
+    if (text !== undefined) node.textContent = text
+    return node
+  }
+  const logRow = (event) => {
+    const tr = el('tr', 'live-new')
+    const at = new Date(event.received_at)
+    const time = el('time', '', formatter.format(at))
+    time.dateTime = event.received_at
+    time.title = `${event.received_at.slice(0, 19).replace('T', ' ')} UTC`
+    const cell = (child, className) => {
+      const td = el('td', className)
+      td.append(child)
+      tr.append(td)
+      return td
+    }
+    cell(time)
+    cell(event.service)
+    cell(event.environment)
+    cell(event.version, 'mono')
+    cell(el('span', `badge ${event.status}`, event.status))
+    cell(event.source)
+    cell(event.api_key_name ?? '—')
+    const details = cell('')
+    if (event.url && /^https?:\/\//i.test(event.url)) {
+      const a = el('a', '', 'link')
+      a.href = event.url
+      a.rel = 'noopener noreferrer nofollow'
+      details.append(a)
+    }
+    if (event.commit) {
+      const commit = el('span', 'mono', event.commit.slice(0, 12))
+      commit.title = 'commit'
+      details.append(' ', commit)
+    }
+    if (event.description) details.append(el('div', 'hint', event.description))
+    if (event.deployer) details.append(el('div', 'hint', `by ${event.deployer}`))
+    return tr
+  }
+  const STATE_LABELS = { in_progress: 'In progress', failed: 'Failed', stalled: 'Stalled' }
+  const boardCell = (service, environment) => {
+    for (const row of liveBoard.tBodies[0]?.rows ?? []) {
+      if (row.dataset.service !== service) continue
+      for (const td of row.cells) if (td.dataset.environment === environment) return td
+    }
+    return null
+  }
+  const updateCell = (deployment) => {
+    const td = boardCell(deployment.service, deployment.environment)
+    if (!td) {
+      announce('The board has changed.')
+      return
+    }
+    td.querySelector('.alert')?.remove()
+    td.querySelector('.none')?.remove()
+    if (deployment.outcome === 'succeeded') {
+      td.replaceChildren()
+      const running = el('div', 'running')
+      const version = el('span', 'version mono', deployment.version)
+      version.title = deployment.version
+      running.append(version)
+      td.append(running, el('div', 'hint', 'just now'))
+      td.className = 'cell live-changed'
+    } else {
+      const alert = el('div', `alert ${deployment.outcome}`)
+      alert.append(
+        el('span', `state ${deployment.outcome}`, STATE_LABELS[deployment.outcome] ?? deployment.outcome),
+        ' ',
+        el('span', 'mono', deployment.version),
+        ' ',
+        el('span', 'hint', 'started just now'),
+      )
+      td.append(alert)
+      td.className = `cell attention ${deployment.outcome} live-changed`
+    }
+  }
+  // From the newest event the page lists (EventSource's own Last-Event-ID wins on reconnects).
+  const since = liveLogs?.dataset.liveSince
+  const source = new EventSource(
+    since ? `/api/v1/stream?lastEventId=${encodeURIComponent(since)}` : '/api/v1/stream',
+  )
+  source.addEventListener('event', (message) => {
+    if (!liveLogs) return
+    const event = JSON.parse(message.data)
+    const body =
+      liveLogs.dataset.liveLogs === 'prepend' ? document.querySelector('tbody[data-live-prepend]') : null
+    if (body) {
+      body.prepend(logRow(event))
+    } else {
+      unseen++
+      announce(unseen === 1 ? '1 new event.' : `${unseen} new events.`)
+    }
+  })
+  source.addEventListener('deployment', (message) => {
+    if (liveBoard) updateCell(JSON.parse(message.data))
+  })
+  source.addEventListener('reset', () => announce('Many events arrived while the page was not listening.'))
+  // Leaving the page closes the stream at once rather than when the browser gets round to it.
+  window.addEventListener('pagehide', () => source.close())
+}
+// ---- end Live updates ----

@@ -5,12 +5,14 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify'
 import type { Config } from './config.js'
 import type { Database } from './db/connect.js'
+import { announceDerived } from './db/revocations.js'
 import { isDatabaseUnavailable, outageLogFor } from './domain/database-errors.js'
 import { DeploymentSync } from './domain/deployments/sync.js'
 import { eventStoreFor } from './domain/events/store.js'
 import { versionIndexTask } from './domain/events/version-index.js'
 import { EventWriter } from './domain/events/writer.js'
 import { ApiKeyVerifier, KeyUsageRecorder, keyUsageTask } from './domain/keys.js'
+import { LiveHub } from './domain/live/hub.js'
 import { deleteExpiredSessions } from './domain/sessions.js'
 import { ensureSecret } from './domain/settings.js'
 import { TaskRunner } from './domain/tasks.js'
@@ -19,6 +21,7 @@ import { healthRoutes } from './http/api/health.js'
 import { INGEST_PATHS, ingestRoutes } from './http/api/ingest.js'
 import { openApiRoute, registerOpenApi } from './http/api/openapi.js'
 import { readRoutes } from './http/api/read-routes.js'
+import { streamRoutes } from './http/api/stream-routes.js'
 import { loggerOptions } from './http/logging.js'
 import { Metrics, metricsRoute } from './http/metrics.js'
 import { answerClientError, answerFrameworkError, problems, registerProblemHandlers } from './http/problem.js'
@@ -116,9 +119,12 @@ export async function buildApp(options: BuildOptions): Promise<App> {
     onRevoked: (digest) => verifier.forgetDigest(digest),
     onGap: () => verifier.clear(),
   })
-  app.decorate('shiplog', { writer, verifier, usage, tasks, database, config, deployments, metrics })
+  const live = wireLiveUpdates(app, { config, database, writer, deployments, resources })
+  metrics.onStreamClients(() => live.hub.clients())
+  app.decorate('shiplog', { writer, verifier, usage, tasks, database, config, deployments, metrics, live })
   app.addHook('onClose', async () => {
     await tasks.stop()
+    await live.stopped()
     await writer.close()
     await store.close()
     await usage.flush().catch((err) => app.log.warn({ err }, 'could not record API key last-used times'))
@@ -168,6 +174,7 @@ export async function buildApp(options: BuildOptions): Promise<App> {
   }
   await app.register(readRoutes, readOptions)
   await app.register(getRoutes, readOptions)
+  await app.register(streamRoutes, { ...readOptions, hub: live.hub })
   await app.register(openApiRoute)
   await app.register(metricsRoute, { metrics, token: config.metricsToken })
   await app.register(uiRoutes, {
@@ -178,6 +185,69 @@ export async function buildApp(options: BuildOptions): Promise<App> {
   })
 
   return app
+}
+
+/**
+ * Live updates: a local commit asks for a prompt derivation (at most one every 100 ms), each
+ * committed run wakes the hub and, on PostgreSQL, tells the other instances, whose notices wake
+ * this hub in turn.
+ */
+function wireLiveUpdates(
+  app: FastifyInstance,
+  parts: {
+    config: Config
+    database: Database
+    writer: EventWriter
+    deployments: DeploymentSync
+    resources: AppResources
+  },
+): { hub: LiveHub; stopped(): Promise<void> } {
+  const { config, database, writer, deployments, resources } = parts
+  const hub = new LiveHub(database, {
+    pollMs: config.streamPollMs,
+    onError: (err) => {
+      if (!isDatabaseUnavailable(err)) app.log.warn({ err }, 'live updates: could not read new events')
+    },
+  })
+  let timer: NodeJS.Timeout | null = null
+  let deriving: Promise<void> | null = null
+  let closing = false
+  writer.onCommit((outcomes) => {
+    if (closing || timer || !outcomes.some((o) => o.kind === 'stored')) return
+    // On SQLite only this process streams: with nobody listening the background task suffices.
+    if (database.dialect === 'sqlite' && hub.clients() === 0) return
+    timer = setTimeout(() => {
+      timer = null
+      if (closing) return
+      deriving = deployments
+        .catchUp(1)
+        .catch(() => {
+          // The background task derives again and reports failures once (TaskRunner).
+        })
+        .finally(() => {
+          deriving = null
+        })
+    }, 100)
+    timer.unref()
+  })
+  deployments.onDerived((result) => {
+    hub.wake()
+    if (result.through !== null)
+      announceDerived(database, result.through).catch((err: unknown) => {
+        if (!isDatabaseUnavailable(err))
+          app.log.warn({ err }, 'live updates: could not notify other instances')
+      })
+  })
+  resources.revocations?.subscribe({ onDerived: () => hub.wake(), onGap: () => hub.wake() })
+  return {
+    hub,
+    async stopped() {
+      closing = true
+      if (timer) clearTimeout(timer)
+      hub.close()
+      await deriving
+    },
+  }
 }
 
 declare module 'fastify' {
@@ -193,6 +263,8 @@ declare module 'fastify' {
       deployments: DeploymentSync
       /** Prometheus instruments; webhooks and live updates feed theirs through its methods. */
       metrics: Metrics
+      /** Live streams: `clients()` counts the connected ones. */
+      live: { hub: LiveHub }
     }
   }
 }

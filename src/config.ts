@@ -43,6 +43,14 @@ export interface Config {
   readonly deployImage: string
   /** When set, GET /metrics requires `Authorization: Bearer <token>`; when null it is open (SPEC §8). */
   readonly metricsToken: string | null
+  /** Live streams (GET /api/v1/stream) one account may hold open at once (429 beyond). */
+  readonly streamsPerAccount: number
+  /** Live streams this process holds open at once (503 beyond). */
+  readonly streamsPerProcess: number
+  /** Bytes a live stream may have waiting for a slow client before it is dropped. */
+  readonly streamBufferBytes: number
+  /** While streams are open, how often to look for new events in case a notice was missed. */
+  readonly streamPollMs: number
 }
 
 /** A configuration problem: the message is meant to be shown to the operator as is. */
@@ -196,6 +204,30 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Conf
       )
     }
   }
+  const streamsPerAccount = parseInteger(
+    'SHIPLOG_STREAMS_PER_ACCOUNT',
+    env.SHIPLOG_STREAMS_PER_ACCOUNT ?? '50',
+    1,
+    100_000,
+  )
+  const streamsPerProcess = parseInteger(
+    'SHIPLOG_STREAMS_PER_PROCESS',
+    env.SHIPLOG_STREAMS_PER_PROCESS ?? '1000',
+    1,
+    100_000,
+  )
+  const streamBufferBytes = parseInteger(
+    'SHIPLOG_STREAM_BUFFER_BYTES',
+    env.SHIPLOG_STREAM_BUFFER_BYTES ?? String(1024 * 1024),
+    16 * 1024,
+    64 * 1024 * 1024,
+  )
+  const streamPollMs = parseInteger(
+    'SHIPLOG_STREAM_POLL_MS',
+    env.SHIPLOG_STREAM_POLL_MS ?? '2000',
+    200,
+    600_000,
+  )
 
   let secret: string | null = null
   if (env.SHIPLOG_SECRET !== undefined && env.SHIPLOG_SECRET !== '') {
@@ -222,6 +254,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Conf
     requestTimeoutMs,
     deployImage,
     metricsToken,
+    streamsPerAccount,
+    streamsPerProcess,
+    streamBufferBytes,
+    streamPollMs,
   })
 }
 

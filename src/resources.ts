@@ -20,7 +20,7 @@ export interface AppResources {
   secret: string
   /** Shared rate-limit counters, when REDIS_URL is set. */
   redis: { client: Redis; health: RedisHealthLog } | null
-  /** Revocations announced by other instances on the same PostgreSQL database. */
+  /** Revocations and derivation runs announced by instances on the same PostgreSQL database. */
   revocations: RevocationListener | null
 }
 
@@ -61,11 +61,13 @@ export async function openResources(
     }
 
     let revocations: RevocationListener | null = null
-    if (config.database.dialect === 'postgres' && config.keyCacheMs > 0) {
+    // Always on PostgreSQL: live streams hear of other instances' derivation runs on it too.
+    if (config.database.dialect === 'postgres') {
       const outages = outageLogFor(database)
       const listener = listenForRevocations(config.database.connectionString, (err) => {
         if (isDatabaseUnavailable(err)) outages.failed(log, err)
-        else log.warn({ err }, 'revocation listener: connection problem; reconnecting')
+        else
+          log.warn({ err }, 'notice listener (revocations, live updates): connection problem; reconnecting')
       })
       closers.push(() => listener.close())
       revocations = listener

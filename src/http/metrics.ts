@@ -45,6 +45,9 @@ function processMetrics(): Registry {
   return processRegistry
 }
 
+/** Routes whose responses stay open (server-sent events): counted, but left out of the latency histogram. */
+const LONG_LIVED_ROUTES = new Set(['/api/v1/stream'])
+
 /** The app's instruments. Other parts feed theirs through the methods below. */
 export class Metrics {
   readonly registry = new Registry()
@@ -217,7 +220,8 @@ export class Metrics {
       const route = request.routeOptions.url ?? UNMATCHED_ROUTE
       const method = METHODS.has(request.method) ? request.method : 'OTHER'
       this.#requests.inc({ route, method, status_code: String(reply.statusCode) })
-      this.#duration.observe({ route, method }, reply.elapsedTime / 1000)
+      // A live stream lasts as long as its client stays: its "latency" would only fill the top bucket.
+      if (!LONG_LIVED_ROUTES.has(route)) this.#duration.observe({ route, method }, reply.elapsedTime / 1000)
       done()
     })
   }

@@ -91,7 +91,8 @@ function cellClass(entry: BoardEntry | null): string {
 }
 
 function table(d: BoardPageData): SafeHtml {
-  return html`<div class="table-wrap board-wrap"><table class="board">
+  // Live updates (public/app.js) only for the board as it is now, not as it was at an instant.
+  return html`<div class="live-bar" role="status" hidden></div><div class="table-wrap board-wrap" ${d.at === null ? html`data-live-board` : ''}><table class="board">
     <caption class="sr-only">What runs where: services by environment</caption>
     <thead><tr><th scope="col" class="service-col">Service</th>${d.environments.map((e) => html`<th scope="col">${e}</th>`)}</tr></thead>
     <tbody>${d.rows.map(

@@ -123,6 +123,7 @@ export function logsPage(d: LogsPageData): SafeHtml {
       : ''
   let results: SafeHtml | string = ''
   if (listing) {
+    const firstPage = !filtered && listing.newerHref === null
     const table =
       listing.rows.length === 0
         ? listing.accountIsEmpty && !filtered
@@ -135,9 +136,14 @@ export function logsPage(d: LogsPageData): SafeHtml {
             <th scope="col">Version</th><th scope="col">Status</th><th scope="col">Source</th>
             <th scope="col">API key</th><th scope="col">Details</th>
           </tr></thead>
-          <tbody>${listing.rows.map(eventRow)}</tbody>
+          <tbody ${firstPage ? html`data-live-prepend` : ''}>${listing.rows.map(eventRow)}</tbody>
         </table></div>`
-    results = html`<div class="toolbar">
+    // Live updates (public/app.js): new events are added on the unfiltered first page, announced in
+    // a bar elsewhere.
+    // The stream starts after the newest event shown, so one listed here is not added again.
+    const newest = firstPage && listing.rows.length > 0 ? Math.max(...listing.rows.map((r) => r.id)) : null
+    results = html`<div class="live-bar" data-live-logs="${firstPage ? 'prepend' : 'notice'}" ${newest === null ? '' : html`data-live-since="${String(newest)}"`} role="status" hidden></div>
+      <div class="toolbar">
         <p class="hint">${filtered ? 'Events matching the filters, newest first.' : 'All events, newest first.'}
           <span data-zone-note>Times are UTC.</span></p>
         <div class="downloads">

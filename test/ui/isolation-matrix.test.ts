@@ -1053,6 +1053,25 @@ const MATRIX: Record<string, Entry> = {
       ]
     },
   },
+  // ---- live updates (issue 12): GET /api/v1/stream ----
+  // A stream that opens never ends, and inject waits for the end: a reader is shown to pass the
+  // authorisation by the 422 a bad Last-Event-ID gets after it (nothing streamed). Which events a
+  // stream carries (only its account's) is shown over a socket in test/api/stream.test.ts.
+  'GET /api/v1/stream': {
+    why: "a session or read key of the account; B's ingest key lacks the read scope; the stream is confined to the reader's account (test/api/stream.test.ts)",
+    cases: (w) => [
+      ...from({ anonymous: status(401), bKey: status(403) }, { url: '/api/v1/stream' }),
+      ...from(
+        { anonymous: status(401), bKey: status(403), bAdmin: status(422), aMember: status(422) },
+        { url: '/api/v1/stream?lastEventId=not-an-id' },
+      ),
+      ...from(
+        { anonymous: status(422) },
+        { url: '/api/v1/stream', headers: { 'x-api-key': w.bReadKey, 'last-event-id': 'x' } },
+      ),
+    ],
+  },
+  // ---- end live updates ----
   'GET /get': legacyReadEntry('/get', 'GET'),
   'POST /get': legacyReadEntry('/get', 'POST'),
   'GET /get/logs': legacyReadEntry('/get/logs', 'GET'),

@@ -76,7 +76,7 @@ const EventsQuery = Type.Object(
 
 const EventsAnswer = Type.Object({ events: Type.Array(PublicEventSchema), next_cursor: NextCursor })
 
-const DeploymentSchema = Type.Object({
+export const DeploymentSchema = Type.Object({
   id: Type.Integer({ description: 'The id of the event that opened it.', examples: [120] }),
   service: Type.String({ examples: ['App1'] }),
   environment: Type.String({ examples: ['Prod'] }),
@@ -190,7 +190,11 @@ const MetricsAnswer = Type.Object({
 
 const READ_PROBLEMS = problemResponses(401, 403, 422, 429, 503)
 
-function toApiDeployment(d: Deployment, now: number, stallMs: number): Static<typeof DeploymentSchema> {
+export function toApiDeployment(
+  d: Deployment,
+  now: number,
+  stallMs: number,
+): Static<typeof DeploymentSchema> {
   return {
     id: d.id,
     service: d.service,

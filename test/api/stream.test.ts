@@ -1,0 +1,361 @@
+// GET /api/v1/stream over a real socket: new events and their deployments arrive live, a client
+// that resumes with Last-Event-ID gets exactly what it missed, only readers of the account see
+// them, another instance on the same PostgreSQL database hears them too, a client that reads
+// nothing is dropped, and closing the server ends the streams.
+import assert from 'node:assert/strict'
+import http from 'node:http'
+import type { AddressInfo } from 'node:net'
+import { type TestContext, test } from 'node:test'
+import type { App } from '../../src/app.js'
+import { createApiKey, type KeyScope } from '../../src/domain/keys.js'
+import { buildTestApp, freshDatabaseUrl, type TestApp, testDialect } from '../helper.js'
+import { deploy, userSession } from '../support/ui.js'
+
+interface SseMessage {
+  event: string
+  id: string | undefined
+  data: Record<string, unknown>
+}
+
+interface OpenStream {
+  status: number
+  headers: http.IncomingHttpHeaders
+  messages: SseMessage[]
+  /** Waits until `count` messages arrived (bounded); returns them all. */
+  waitFor(count: number, ms?: number): Promise<SseMessage[]>
+  /** Resolves when the server ended or cut the stream. */
+  ended: Promise<void>
+  response: http.IncomingMessage
+  close(): void
+}
+
+async function listen(app: App): Promise<string> {
+  await app.listen({ port: 0, host: '127.0.0.1' })
+  return `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`
+}
+
+/** Opens the stream with node:http and parses its messages as they come. */
+function openStream(
+  base: string,
+  headers: Record<string, string>,
+  path = '/api/v1/stream',
+): Promise<OpenStream> {
+  return new Promise((resolve, reject) => {
+    const request = http.get(`${base}${path}`, { headers }, (response) => {
+      const messages: SseMessage[] = []
+      const waiters: Array<() => void> = []
+      let buffer = ''
+      let body = ''
+      const ended = new Promise<void>((done) => {
+        response.on('end', done)
+        response.on('close', done)
+        response.on('error', () => done())
+      })
+      response.setEncoding('utf8')
+      response.on('data', (chunk: string) => {
+        if (response.statusCode !== 200) {
+          body += chunk
+          return
+        }
+        buffer += chunk
+        for (let end = buffer.indexOf('\n\n'); end >= 0; end = buffer.indexOf('\n\n')) {
+          const block = buffer.slice(0, end)
+          buffer = buffer.slice(end + 2)
+          let event = 'message'
+          let id: string | undefined
+          let data = ''
+          for (const line of block.split('\n')) {
+            if (line.startsWith('event: ')) event = line.slice(7)
+            else if (line.startsWith('id: ')) id = line.slice(4)
+            else if (line.startsWith('data: ')) data += line.slice(6)
+          }
+          if (data !== '') messages.push({ event, id, data: JSON.parse(data) as Record<string, unknown> })
+        }
+        for (const w of waiters.splice(0)) w()
+      })
+      const stream: OpenStream = {
+        status: response.statusCode ?? 0,
+        headers: response.headers,
+        messages,
+        ended,
+        response,
+        close: () => request.destroy(),
+        waitFor: async (count, ms = 5000) => {
+          const deadline = Date.now() + ms
+          while (messages.length < count) {
+            const left = deadline - Date.now()
+            if (left <= 0)
+              assert.fail(`expected ${count} messages within ${ms} ms, got ${JSON.stringify(messages)}`)
+            await new Promise<void>((wake) => {
+              const timer = setTimeout(wake, left)
+              waiters.push(() => {
+                clearTimeout(timer)
+                wake()
+              })
+            })
+          }
+          return messages
+        },
+      }
+      if (response.statusCode !== 200) {
+        response.on('end', () => {
+          Object.assign(stream, { body })
+          resolve(stream)
+        })
+      } else resolve(stream)
+    })
+    request.on('error', reject)
+  })
+}
+
+async function until(condition: () => boolean, ms = 3000): Promise<void> {
+  const deadline = Date.now() + ms
+  while (!condition()) {
+    assert.ok(Date.now() < deadline, `condition not met within ${ms} ms`)
+    await new Promise((resolve) => setTimeout(resolve, 20))
+  }
+}
+
+async function keyWith(ctx: TestApp, scopes: KeyScope[], accountId = ctx.tenant.account.id): Promise<string> {
+  const { key } = await createApiKey(ctx.database.db, {
+    accountId,
+    name: scopes.join('+'),
+    createdBy: 'test',
+    scopes,
+  })
+  return key
+}
+
+const event = (version: string, status = 'Deployed', service = 'api') => ({
+  service,
+  environment: 'prod',
+  version,
+  status,
+})
+
+async function started(t: TestContext, env: Record<string, string> = {}) {
+  const ctx = await buildTestApp(t, { env })
+  const base = await listen(ctx.app)
+  const reader = await keyWith(ctx, ['read'])
+  return { ctx, base, reader }
+}
+
+test('new events and the deployments they change arrive, each once, with resumable ids', async (t) => {
+  const { ctx, base, reader } = await started(t)
+  const stream = await openStream(base, { 'x-api-key': reader })
+  t.after(() => stream.close())
+  assert.equal(stream.status, 200)
+  assert.match(String(stream.headers['content-type']), /^text\/event-stream/)
+  assert.equal(stream.headers['cache-control'], 'no-store')
+
+  const sent = Date.now()
+  const one = await deploy(ctx.app, ctx.tenant.key, event('1.0', 'Deploying'))
+  assert.equal(one.status, 201)
+  const [first, firstDeployment] = await stream.waitFor(2)
+  // Usually ~150 ms; the bound leaves room for a loaded CI machine.
+  assert.ok(Date.now() - sent < 4000, `arrived after ${Date.now() - sent} ms`)
+  t.diagnostic(`arrived after ${Date.now() - sent} ms`)
+  assert.equal(first?.event, 'event')
+  assert.equal(first?.id, undefined, 'the id goes on the last message of the event')
+  assert.equal(first?.data.id, one.body.id)
+  assert.equal(first?.data.version, '1.0')
+  assert.equal(firstDeployment?.event, 'deployment')
+  assert.equal(firstDeployment?.id, String(one.body.id))
+  assert.equal(firstDeployment?.data.outcome, 'in_progress')
+  assert.deepEqual(firstDeployment?.data.event_ids, [one.body.id])
+
+  const two = await deploy(ctx.app, ctx.tenant.key, event('1.0', 'Deployed'))
+  const messages = await stream.waitFor(4)
+  assert.equal(messages[2]?.data.id, two.body.id)
+  assert.equal(messages[3]?.data.outcome, 'succeeded')
+  assert.deepEqual(messages[3]?.data.event_ids, [one.body.id, two.body.id])
+  // Nothing more (no repeat on the next wake-ups).
+  await new Promise((resolve) => setTimeout(resolve, 2500))
+  assert.equal(stream.messages.length, 4)
+})
+
+test('a client resuming with Last-Event-ID gets exactly what it missed, then live events', async (t) => {
+  const { ctx, base, reader } = await started(t)
+  const first = await openStream(base, { 'x-api-key': reader })
+  const a = await deploy(ctx.app, ctx.tenant.key, event('1'))
+  await first.waitFor(2)
+  const lastId = first.messages.at(-1)?.id
+  assert.equal(lastId, String(a.body.id))
+  first.close()
+
+  const missed: unknown[] = []
+  for (const v of ['2', '3', '4']) missed.push((await deploy(ctx.app, ctx.tenant.key, event(v))).body.id)
+  await ctx.app.shiplog.deployments.current()
+
+  const resumed = await openStream(base, { 'x-api-key': reader, 'last-event-id': String(lastId) })
+  t.after(() => resumed.close())
+  const replay = await resumed.waitFor(6)
+  assert.deepEqual(
+    replay.filter((m) => m.event === 'event').map((m) => m.data.id),
+    missed,
+  )
+  const live = await deploy(ctx.app, ctx.tenant.key, event('5'))
+  await resumed.waitFor(8)
+  assert.equal(resumed.messages[6]?.data.id, live.body.id)
+
+  // The query parameter works for clients that cannot set headers; the header wins over it.
+  const byQuery = await openStream(base, { 'x-api-key': reader }, `/api/v1/stream?lastEventId=${missed[1]}`)
+  t.after(() => byQuery.close())
+  const fromQuery = await byQuery.waitFor(4)
+  assert.deepEqual(
+    fromQuery.filter((m) => m.event === 'event').map((m) => m.data.id),
+    [missed[2], live.body.id],
+  )
+
+  for (const bad of ['abc', '-1', '1.5', '9'.repeat(20)]) {
+    const res = await ctx.app.inject({
+      url: '/api/v1/stream',
+      headers: { 'x-api-key': reader, 'last-event-id': bad },
+    })
+    assert.equal(res.statusCode, 422, bad)
+    assert.match(String(res.headers['content-type']), /^application\/problem\+json/)
+    assert.match(res.json().errors[0].message, /Last-Event-ID/)
+  }
+})
+
+test('more missed events than a replay sends get a reset message', async (t) => {
+  const { ctx, base, reader } = await started(t, { SHIPLOG_RATE_LIMIT: '100000' })
+  const first = await deploy(ctx.app, ctx.tenant.key, event('0'))
+  const statements = []
+  for (let i = 1; i <= 1001; i++) statements.push(deploy(ctx.app, ctx.tenant.key, event(String(i))))
+  for (const res of await Promise.all(statements)) assert.equal(res.status, 201)
+  await ctx.app.shiplog.deployments.current()
+  const stream = await openStream(base, { 'x-api-key': reader, 'last-event-id': String(first.body.id) })
+  t.after(() => stream.close())
+  const [reset] = await stream.waitFor(1)
+  assert.equal(reset?.event, 'reset')
+  assert.equal(typeof reset?.data.through, 'number')
+  assert.equal(reset?.id, String(reset?.data.through))
+  const next = await deploy(ctx.app, ctx.tenant.key, event('next'))
+  await stream.waitFor(3)
+  assert.equal(stream.messages[1]?.data.id, next.body.id)
+})
+
+test('only readers of the account: 401 without credentials, 403 for an ingest key, own events only', async (t) => {
+  const { ctx, base, reader } = await started(t)
+  const none = await openStream(base, {})
+  assert.equal(none.status, 401)
+  const ingestOnly = await openStream(base, { 'x-api-key': ctx.tenant.key })
+  assert.equal(ingestOnly.status, 403)
+  const bad = await openStream(base, { 'x-api-key': 'sl_nonsense' })
+  assert.equal(bad.status, 401)
+
+  const other = await ctx.addTenant('Other')
+  const otherReader = await keyWith(ctx, ['read'], other.account.id)
+  const mine = await openStream(base, { 'x-api-key': reader })
+  const theirs = await openStream(base, { 'x-api-key': otherReader })
+  // A logged-in member reads with the session cookie, as EventSource does.
+  const { browser } = await userSession(ctx, ctx.tenant.account.id, 'member@example.com', 'member')
+  const bySession = await openStream(base, { cookie: browser.cookieHeader() })
+  t.after(() => {
+    mine.close()
+    theirs.close()
+    bySession.close()
+  })
+  assert.equal(bySession.status, 200)
+  const ours = await deploy(ctx.app, ctx.tenant.key, event('ours'))
+  const foreign = await deploy(ctx.app, other.key, event('theirs'))
+  await mine.waitFor(2)
+  await theirs.waitFor(2)
+  await bySession.waitFor(2)
+  await new Promise((resolve) => setTimeout(resolve, 500))
+  assert.deepEqual(
+    mine.messages.map((m) => m.data.id),
+    [ours.body.id, ours.body.id],
+  )
+  assert.deepEqual(
+    bySession.messages.map((m) => m.data.id),
+    [ours.body.id, ours.body.id],
+  )
+  assert.deepEqual(
+    theirs.messages.map((m) => m.data.id),
+    [foreign.body.id, foreign.body.id],
+  )
+})
+
+test('streams per account are capped (429) and a closed stream frees its place', async (t) => {
+  const { ctx, base, reader } = await started(t, { SHIPLOG_STREAMS_PER_ACCOUNT: '2' })
+  const a = await openStream(base, { 'x-api-key': reader })
+  const b = await openStream(base, { 'x-api-key': reader })
+  const refused = await openStream(base, { 'x-api-key': reader })
+  assert.equal(refused.status, 429)
+  assert.match(String(refused.headers['content-type']), /^application\/problem\+json/)
+  await until(() => ctx.app.shiplog.live.hub.clients() === 2)
+  a.close()
+  await until(() => ctx.app.shiplog.live.hub.clients() === 1)
+  const c = await openStream(base, { 'x-api-key': reader })
+  assert.equal(c.status, 200)
+  b.close()
+  c.close()
+})
+
+test('a client that reads nothing is dropped once its buffer bound is reached', async (t) => {
+  const { ctx, base, reader } = await started(t, {
+    SHIPLOG_STREAM_BUFFER_BYTES: String(64 * 1024),
+    SHIPLOG_RATE_LIMIT: '100000',
+  })
+  const slow = await openStream(base, { 'x-api-key': reader })
+  t.after(() => slow.close())
+  // Stop reading: the kernel buffers fill, then the server's queue.
+  slow.response.pause()
+  slow.response.socket.pause()
+  const long = { description: 'd'.repeat(500), url: `https://example.com/${'u'.repeat(2000)}` }
+  const hub = ctx.app.shiplog.live.hub
+  await until(() => hub.clients() === 1)
+  const deadline = Date.now() + 60_000
+  let sent = 0
+  while (hub.clients() > 0) {
+    assert.ok(Date.now() < deadline, `still connected after ${sent} events`)
+    const batch = []
+    for (let i = 0; i < 50; i++)
+      batch.push(deploy(ctx.app, ctx.tenant.key, { ...event(String(sent + i)), ...long }))
+    for (const res of await Promise.all(batch)) assert.equal(res.status, 201)
+    sent += 50
+    await new Promise((resolve) => setTimeout(resolve, 150))
+  }
+  // It was dropped, not buffered: what the server still holds for it is nothing.
+  assert.equal(hub.clients(), 0)
+  assert.ok(sent > 0 && sent < 5000, `sent ${sent}`)
+  t.diagnostic(`dropped after ${sent} events`)
+})
+
+test('closing the server ends open streams promptly', async (t) => {
+  const ctx = await buildTestApp(t)
+  const base = await listen(ctx.app)
+  const reader = await keyWith(ctx, ['read'])
+  const streams = [
+    await openStream(base, { 'x-api-key': reader }),
+    await openStream(base, { 'x-api-key': reader }),
+  ]
+  const started = Date.now()
+  await ctx.app.close()
+  await Promise.all(streams.map((s) => s.ended))
+  assert.ok(Date.now() - started < 3000, `close took ${Date.now() - started} ms`)
+  t.diagnostic(`closed in ${Date.now() - started} ms`)
+})
+
+test('an event sent to one instance appears on a stream of another (PostgreSQL)', {
+  skip: testDialect !== 'postgres' && 'instances share events only through PostgreSQL',
+}, async (t) => {
+  const databaseUrl = await freshDatabaseUrl(t)
+  const one = await buildTestApp(t, { databaseUrl })
+  // Instance two polls once a minute: only the notice can bring the event within seconds.
+  const two = await buildTestApp(t, { databaseUrl, env: { SHIPLOG_STREAM_POLL_MS: '60000' } })
+  const base = await listen(two.app)
+  const reader = await keyWith(one, ['read'])
+  const stream = await openStream(base, { 'x-api-key': reader })
+  t.after(() => stream.close())
+  assert.equal(stream.status, 200)
+  const sent = Date.now()
+  const res = await deploy(one.app, one.tenant.key, event('elsewhere'))
+  assert.equal(res.status, 201)
+  await stream.waitFor(2)
+  t.diagnostic(`arrived after ${Date.now() - sent} ms`)
+  assert.equal(stream.messages[0]?.data.id, res.body.id)
+  assert.equal(stream.messages[1]?.event, 'deployment')
+})
