@@ -14,6 +14,7 @@ import { ApiKeyVerifier, KeyUsageRecorder, keyUsageTask } from './domain/keys.js
 import { deleteExpiredSessions } from './domain/sessions.js'
 import { ensureSecret } from './domain/settings.js'
 import { TaskRunner } from './domain/tasks.js'
+import { WebhookSender } from './domain/webhooks/sender.js'
 import { getRoutes } from './http/api/get-routes.js'
 import { healthRoutes } from './http/api/health.js'
 import { INGEST_PATHS, ingestRoutes } from './http/api/ingest.js'
@@ -106,12 +107,21 @@ export async function buildApp(options: BuildOptions): Promise<App> {
   })
   const deployments = new DeploymentSync(database)
   tasks.add(deployments.task())
+  const webhooks = new WebhookSender(database, {
+    appSecret: resources.secret,
+    allowPrivate: config.webhookAllowPrivate,
+    timeoutMs: config.webhookTimeoutMs,
+    retryBaseMs: config.webhookRetryBaseMs,
+    publicUrl: config.publicUrl,
+    version: packageVersion(),
+  })
+  tasks.add(webhooks.task())
   app.addHook('onReady', async () => tasks.start())
   resources.revocations?.subscribe({
     onRevoked: (digest) => verifier.forgetDigest(digest),
     onGap: () => verifier.clear(),
   })
-  app.decorate('shiplog', { writer, verifier, usage, tasks, database, config, deployments })
+  app.decorate('shiplog', { writer, verifier, usage, tasks, database, config, deployments, webhooks })
   app.addHook('onClose', async () => {
     await tasks.stop()
     await writer.close()
@@ -185,6 +195,8 @@ declare module 'fastify' {
       config: Config
       /** Call `current()` before reading deployments (read-your-writes). */
       deployments: DeploymentSync
+      /** Sends queued webhook deliveries (a background task; tests call `runOnce`). */
+      webhooks: WebhookSender
     }
   }
 }

@@ -41,6 +41,12 @@ export interface Config {
   readonly requestTimeoutMs: number
   /** Where the shiplog-deploy image is published, for the pipeline snippets in Settings. */
   readonly deployImage: string
+  /** Webhooks may target loopback, private and link-local addresses (tests, closed networks). */
+  readonly webhookAllowPrivate: boolean
+  /** How long one webhook delivery may take, connecting and answering included. */
+  readonly webhookTimeoutMs: number
+  /** The first retry of a failed delivery waits up to this long; each next one up to twice as long. */
+  readonly webhookRetryBaseMs: number
 }
 
 /** A configuration problem: the message is meant to be shown to the operator as is. */
@@ -181,6 +187,23 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Conf
     )
   }
 
+  const webhookAllowPrivate = parseBoolean(
+    'SHIPLOG_WEBHOOK_ALLOW_PRIVATE',
+    env.SHIPLOG_WEBHOOK_ALLOW_PRIVATE ?? 'false',
+  )
+  const webhookTimeoutMs = parseInteger(
+    'SHIPLOG_WEBHOOK_TIMEOUT_MS',
+    env.SHIPLOG_WEBHOOK_TIMEOUT_MS ?? '10000',
+    50,
+    120_000,
+  )
+  const webhookRetryBaseMs = parseInteger(
+    'SHIPLOG_WEBHOOK_RETRY_BASE_MS',
+    env.SHIPLOG_WEBHOOK_RETRY_BASE_MS ?? '10000',
+    1,
+    3_600_000,
+  )
+
   let secret: string | null = null
   if (env.SHIPLOG_SECRET !== undefined && env.SHIPLOG_SECRET !== '') {
     if (env.SHIPLOG_SECRET.length < 32) {
@@ -205,6 +228,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Conf
     headersTimeoutMs,
     requestTimeoutMs,
     deployImage,
+    webhookAllowPrivate,
+    webhookTimeoutMs,
+    webhookRetryBaseMs,
   })
 }
 

@@ -28,7 +28,11 @@ export function webhooksSchema(dialect: DialectName): Migration {
         .addColumn('created_by', 'text', (c) => c.notNull())
         .addColumn('created_at', 'bigint', (c) => c.notNull())
         .execute()
-      await db.schema.createIndex('webhooks_account_idx').on('webhooks').columns(['account_id', 'id']).execute()
+      await db.schema
+        .createIndex('webhooks_account_idx')
+        .on('webhooks')
+        .columns(['account_id', 'id'])
+        .execute()
 
       await db.schema
         .createTable('webhook_deliveries')

@@ -2,6 +2,7 @@
 import { type RawBuilder, sql, type Transaction } from 'kysely'
 import type { PostgresHandle } from '../../db/connect.js'
 import type { DB, DeploymentRow } from '../../db/schema.js'
+import { plannedDeliveries, TRIGGER_COLUMN_LIST, type TriggerColumns, toTrigger } from '../webhooks/rules.js'
 import {
   type BatchStart,
   type BatchWrites,
@@ -19,7 +20,6 @@ import {
   type StoredEvent,
   toStoredEvent,
 } from './derivation.js'
-import { plannedDeliveries, TRIGGER_COLUMN_LIST, type TriggerColumns, toTrigger } from '../webhooks/rules.js'
 import type { DerivationCache } from './state-cache.js'
 
 /** Rows per multi-row statement: well under PostgreSQL's 65,535 parameters. */
@@ -112,7 +112,11 @@ async function deriveBatch(
 }
 
 /** Webhook deliveries are queued with the derivation that saw their events, in its transaction. */
-async function queueDeliveries(trx: Transaction<DB>, batch: StoredEvent[], writes: BatchWrites): Promise<void> {
+async function queueDeliveries(
+  trx: Transaction<DB>,
+  batch: StoredEvent[],
+  writes: BatchWrites,
+): Promise<void> {
   const { rows } = await sql<TriggerColumns>`select ${sql.raw(TRIGGER_COLUMN_LIST)} from webhooks
     where enabled = 1`.execute(trx)
   if (rows.length === 0) return

@@ -2,6 +2,7 @@
 // run on the connection meanwhile), planned by derivation.ts.
 import type { SqliteHandle } from '../../db/connect.js'
 import type { DeploymentRow } from '../../db/schema.js'
+import { plannedDeliveries, TRIGGER_COLUMN_LIST, type TriggerColumns, toTrigger } from '../webhooks/rules.js'
 import {
   type BatchStart,
   type BatchWrites,
@@ -18,7 +19,6 @@ import {
   type StoredEvent,
   toStoredEvent,
 } from './derivation.js'
-import { plannedDeliveries, TRIGGER_COLUMN_LIST, type TriggerColumns, toTrigger } from '../webhooks/rules.js'
 import type { DerivationCache } from './state-cache.js'
 
 const SQL = {
@@ -188,7 +188,16 @@ function deriveBatch(
     const webhooks = (q(SQL.webhooks).all() as TriggerColumns[]).map(toTrigger)
     const insert = q(SQL.insertDelivery)
     for (const d of plannedDeliveries(batch, writes.deployments, webhooks, Date.now())) {
-      insert.run(d.webhook_id, d.account_id, d.event_id, d.deployment_id, d.kind, d.delivery_id, d.next_attempt_at, d.created_at)
+      insert.run(
+        d.webhook_id,
+        d.account_id,
+        d.event_id,
+        d.deployment_id,
+        d.kind,
+        d.delivery_id,
+        d.next_attempt_at,
+        d.created_at,
+      )
     }
   }
   return { writes, generation }

@@ -36,7 +36,8 @@ export interface TriggerColumns {
   since_event_id: number
 }
 
-export const TRIGGER_COLUMN_LIST = 'id, account_id, statuses, outcomes, environments, services, since_event_id'
+export const TRIGGER_COLUMN_LIST =
+  'id, account_id, statuses, outcomes, environments, services, since_event_id'
 
 function names(json: string): string[] {
   const value: unknown = JSON.parse(json)
@@ -251,7 +252,12 @@ export function slackPayload(input: PayloadInput): Record<string, unknown> {
 
 /** Tags of a Grafana annotation. */
 export function grafanaTags(input: PayloadInput): string[] {
-  const tags = ['shiplog', 'deployment', `service:${input.event.service}`, `environment:${input.event.environment}`]
+  const tags = [
+    'shiplog',
+    'deployment',
+    `service:${input.event.service}`,
+    `environment:${input.event.environment}`,
+  ]
   if (input.kind === 'outcome' && input.deployment?.result) tags.push(`outcome:${input.deployment.result}`)
   return tags
 }
@@ -279,9 +285,17 @@ export function grafanaRequest(
     const time = Date.parse(d.startedAt)
     const timeEnd = d.finishedAt ? Date.parse(d.finishedAt) : Date.parse(input.event.receivedAt)
     if (startAnnotationId !== null) {
-      return { method: 'PATCH', path: `/api/annotations/${encodeURIComponent(startAnnotationId)}`, body: { time, timeEnd, tags, text } }
+      return {
+        method: 'PATCH',
+        path: `/api/annotations/${encodeURIComponent(startAnnotationId)}`,
+        body: { time, timeEnd, tags, text },
+      }
     }
     return { method: 'POST', path: '/api/annotations', body: { time, timeEnd, tags, text } }
   }
-  return { method: 'POST', path: '/api/annotations', body: { time: Date.parse(input.event.receivedAt), tags, text } }
+  return {
+    method: 'POST',
+    path: '/api/annotations',
+    body: { time: Date.parse(input.event.receivedAt), tags, text },
+  }
 }

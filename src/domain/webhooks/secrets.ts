@@ -10,7 +10,9 @@ export function sealSecret(appSecret: string, plain: string): string {
   const iv = randomBytes(12)
   const cipher = createCipheriv('aes-256-gcm', keyFrom(appSecret), iv)
   const body = Buffer.concat([cipher.update(plain, 'utf8'), cipher.final()])
-  return ['v1', iv, cipher.getAuthTag(), body].map((p) => (typeof p === 'string' ? p : p.toString('base64url'))).join('.')
+  return ['v1', iv, cipher.getAuthTag(), body]
+    .map((p) => (typeof p === 'string' ? p : p.toString('base64url')))
+    .join('.')
 }
 
 /** The plain secret; throws when it was sealed with another app secret. */

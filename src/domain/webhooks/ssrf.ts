@@ -64,7 +64,8 @@ export function checkWebhookUrl(raw: string, allowPrivate: boolean): string | nu
   } catch {
     return 'the URL is not a valid absolute URL'
   }
-  if (url.protocol !== 'http:' && url.protocol !== 'https:') return 'the URL must start with http:// or https://'
+  if (url.protocol !== 'http:' && url.protocol !== 'https:')
+    return 'the URL must start with http:// or https://'
   if (url.username !== '' || url.password !== '') return 'the URL must not contain a user name or password'
   if (url.hostname === '') return 'the URL has no host'
   if (allowPrivate) return null
