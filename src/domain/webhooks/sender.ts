@@ -148,7 +148,9 @@ export class WebhookSender {
   }
 
   async #claim(now: number): Promise<DeliveryRow[]> {
-    const leaseUntil = now + this.options.timeoutMs * Math.ceil(CLAIM_BATCH / CONCURRENCY) + 30_000
+    // Long enough for every claimed delivery to time out in turn, and one more timeout to record
+    // them; a sender that died holding the lease frees them once it is over.
+    const leaseUntil = now + this.options.timeoutMs * (Math.ceil(CLAIM_BATCH / CONCURRENCY) + 1)
     const lock = this.database.dialect === 'postgres' ? sql`for update of d skip locked` : sql``
     const { rows } = await sql<DeliveryRow>`update webhook_deliveries set lease_until = ${leaseUntil}
       where id in (select d.id from webhook_deliveries d join webhooks w on w.id = d.webhook_id
