@@ -247,8 +247,13 @@ test('redirects, huge, slow and silent answers are failures in the log and the q
   for (const path of urls) await hook(ctx, `${receiver.url}${path}`, { statuses: ['Deployed'] })
   await send(ctx, 'api', '1.0', 'Deployed')
   await ctx.app.shiplog.deployments.current()
-  await ctx.app.shiplog.webhooks.runOnce()
-  const rows = await deliveries(ctx)
+  // The app's own background sender may take some of them first: wait until each was tried once.
+  let rows = await deliveries(ctx)
+  for (let i = 0; i < 100 && !rows.every((r) => Number(r.attempts) >= 1 && r.lease_until === null); i++) {
+    await ctx.app.shiplog.webhooks.runOnce()
+    rows = await deliveries(ctx)
+    await new Promise((r) => setTimeout(r, 50))
+  }
   assert.equal(rows.length, 5)
   const byPath = new Map<string, DeliveryRow>()
   const hooks = await ctx.database.db.selectFrom('webhooks').select(['id', 'url']).execute()
@@ -264,7 +269,8 @@ test('redirects, huge, slow and silent answers are failures in the log and the q
   assert.equal(byPath.get('/huge')?.response_head?.length, 512)
   assert.match(String(byPath.get('/slow')?.last_error), /no answer within 400 ms/)
   assert.match(String(byPath.get('/silent')?.last_error), /no answer within 400 ms/)
-  for (const r of rows) assert.equal(Number(r.attempts), 1)
+  for (const r of rows) assert.ok(Number(r.attempts) >= 1)
+  assert.equal(Number(byPath.get('/ok')?.attempts), 1)
   assert.ok(!receiver.received.some((r) => r.url === '/ok' && r.method !== 'POST'))
   const failing = await ctx.database.db
     .selectFrom('webhooks')
