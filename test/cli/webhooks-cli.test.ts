@@ -172,7 +172,8 @@ test('kill -9 with deliveries pending loses none and duplicates none after the r
   const answered = receiver.received.length
   const second = await startServer(t, { databaseUrl, env: SERVER_ENV })
   const okIds = () => receiver.received.slice(answered).map((r) => String(r.headers['shiplog-delivery']))
-  await waitFor(() => new Set(okIds()).size >= EVENTS, 30_000, 'every delivery after the restart')
+  // Deliveries the killed server had claimed wait for its lease (30 s at least) to run out.
+  await waitFor(() => new Set(okIds()).size >= EVENTS, 90_000, 'every delivery after the restart')
   await sleep(500)
   const ids = okIds()
   assert.equal(ids.length, EVENTS, 'no delivery sent twice once it succeeded')

@@ -26,6 +26,7 @@ export const MAX_RESPONSE_BYTES = 64 * 1024
 export const RESPONSE_HEAD_BYTES = 512
 const CONCURRENCY = 4
 const CLAIM_BATCH = 16
+const MIN_LEASE_MS = 30_000
 
 export interface SenderOptions {
   appSecret: string
@@ -148,9 +149,11 @@ export class WebhookSender {
   }
 
   async #claim(now: number): Promise<DeliveryRow[]> {
-    // Long enough for every claimed delivery to time out in turn, and one more timeout to record
-    // them; a sender that died holding the lease frees them once it is over.
-    const leaseUntil = now + this.options.timeoutMs * (Math.ceil(CLAIM_BATCH / CONCURRENCY) + 1)
+    // Long enough for every claimed delivery to time out in turn, and one more timeout (at least
+    // MIN_LEASE_MS) to record them even on a busy machine; a sender that died holding the lease
+    // frees them once it is over.
+    const leaseUntil =
+      now + Math.max(MIN_LEASE_MS, this.options.timeoutMs * (Math.ceil(CLAIM_BATCH / CONCURRENCY) + 1))
     const lock = this.database.dialect === 'postgres' ? sql`for update of d skip locked` : sql``
     const { rows } = await sql<DeliveryRow>`update webhook_deliveries set lease_until = ${leaseUntil}
       where id in (select d.id from webhook_deliveries d join webhooks w on w.id = d.webhook_id
