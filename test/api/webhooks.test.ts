@@ -28,7 +28,7 @@ interface Annotation {
 
 const ENV = {
   SHIPLOG_WEBHOOK_ALLOW_PRIVATE: '1',
-  SHIPLOG_WEBHOOK_TIMEOUT_MS: '400',
+  SHIPLOG_WEBHOOK_TIMEOUT_MS: '3000',
   SHIPLOG_WEBHOOK_RETRY_BASE_MS: '1',
   SHIPLOG_PUBLIC_URL: 'https://shiplog.example',
 }
