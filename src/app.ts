@@ -16,6 +16,7 @@ import { LiveHub } from './domain/live/hub.js'
 import { deleteExpiredSessions } from './domain/sessions.js'
 import { ensureSecret } from './domain/settings.js'
 import { TaskRunner } from './domain/tasks.js'
+import { WebhookSender } from './domain/webhooks/sender.js'
 import { getRoutes } from './http/api/get-routes.js'
 import { healthRoutes } from './http/api/health.js'
 import { INGEST_PATHS, ingestRoutes } from './http/api/ingest.js'
@@ -114,6 +115,17 @@ export async function buildApp(options: BuildOptions): Promise<App> {
   writer.onCommit((outcomes) => metrics.eventsCommitted(outcomes))
   deployments.onDerived((result) => metrics.deploymentsDerived(result))
   metrics.instrument(app)
+  const webhooks = new WebhookSender(database, {
+    appSecret: resources.secret,
+    allowPrivate: config.webhookAllowPrivate,
+    timeoutMs: config.webhookTimeoutMs,
+    retryBaseMs: config.webhookRetryBaseMs,
+    publicUrl: config.publicUrl,
+    version: packageVersion(),
+    onAttempt: (outcome) => metrics.webhookDelivered(outcome),
+  })
+  metrics.onWebhookQueueDepth(() => webhooks.queueDepth())
+  tasks.add(webhooks.task())
   app.addHook('onReady', async () => tasks.start())
   resources.revocations?.subscribe({
     onRevoked: (digest) => verifier.forgetDigest(digest),
@@ -121,7 +133,18 @@ export async function buildApp(options: BuildOptions): Promise<App> {
   })
   const live = wireLiveUpdates(app, { config, database, writer, deployments, resources })
   metrics.onStreamClients(() => live.hub.clients())
-  app.decorate('shiplog', { writer, verifier, usage, tasks, database, config, deployments, metrics, live })
+  app.decorate('shiplog', {
+    writer,
+    verifier,
+    usage,
+    tasks,
+    database,
+    config,
+    deployments,
+    metrics,
+    live,
+    webhooks,
+  })
   app.addHook('onClose', async () => {
     await tasks.stop()
     await live.stopped()
@@ -265,6 +288,8 @@ declare module 'fastify' {
       metrics: Metrics
       /** Live streams: `clients()` counts the connected ones. */
       live: { hub: LiveHub }
+      /** Sends queued webhook deliveries (a background task; tests call `runOnce`). */
+      webhooks: WebhookSender
     }
   }
 }

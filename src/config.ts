@@ -51,6 +51,12 @@ export interface Config {
   readonly streamBufferBytes: number
   /** While streams are open, how often to look for new events in case a notice was missed. */
   readonly streamPollMs: number
+  /** Webhooks may target loopback, private and link-local addresses (tests, closed networks). */
+  readonly webhookAllowPrivate: boolean
+  /** How long one webhook delivery may take, connecting and answering included. */
+  readonly webhookTimeoutMs: number
+  /** The first retry of a failed delivery waits up to this long; each next one up to twice as long. */
+  readonly webhookRetryBaseMs: number
 }
 
 /** A configuration problem: the message is meant to be shown to the operator as is. */
@@ -228,6 +234,22 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Conf
     200,
     600_000,
   )
+  const webhookAllowPrivate = parseBoolean(
+    'SHIPLOG_WEBHOOK_ALLOW_PRIVATE',
+    env.SHIPLOG_WEBHOOK_ALLOW_PRIVATE ?? 'false',
+  )
+  const webhookTimeoutMs = parseInteger(
+    'SHIPLOG_WEBHOOK_TIMEOUT_MS',
+    env.SHIPLOG_WEBHOOK_TIMEOUT_MS ?? '10000',
+    50,
+    120_000,
+  )
+  const webhookRetryBaseMs = parseInteger(
+    'SHIPLOG_WEBHOOK_RETRY_BASE_MS',
+    env.SHIPLOG_WEBHOOK_RETRY_BASE_MS ?? '10000',
+    1,
+    3_600_000,
+  )
 
   let secret: string | null = null
   if (env.SHIPLOG_SECRET !== undefined && env.SHIPLOG_SECRET !== '') {
@@ -258,6 +280,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Conf
     streamsPerProcess,
     streamBufferBytes,
     streamPollMs,
+    webhookAllowPrivate,
+    webhookTimeoutMs,
+    webhookRetryBaseMs,
   })
 }
 

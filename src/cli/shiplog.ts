@@ -1,5 +1,5 @@
 // The operator command: serve, migrate, users create|set-password, keys create|list|revoke,
-// deployments rebuild.
+// deployments rebuild, webhooks create|list|delete.
 import { readFileSync } from 'node:fs'
 import { parseArgs } from 'node:util'
 import { ConfigError, loadConfig, redactUrl } from '../config.js'
@@ -25,7 +25,9 @@ import {
   scopesFromColumn,
 } from '../domain/keys.js'
 import { passwordProblem } from '../domain/passwords.js'
+import { ensureSecret } from '../domain/settings.js'
 import { isUserRole, nameProblem, printableName, USER_ROLES } from '../domain/text-rules.js'
+import { createWebhook, deleteWebhook, listWebhooks, WebhookInputError } from '../domain/webhooks/queries.js'
 import { PACKAGE_JSON } from '../paths.js'
 import { serveUntilSignalled } from '../server.js'
 
@@ -59,6 +61,12 @@ Commands:
   keys list --account NAME           list the account's API keys
   keys revoke --account NAME ID-OR-KEY
                                      revoke a key by the id 'keys list' shows, or by the key
+  webhooks create --account NAME --url URL --format json|slack|grafana
+      [--status S]... [--outcome succeeded|failed]... [--environment E]...
+      [--service S]... [--grafana-token T]
+                                     add a webhook; prints its signing secret (shown once)
+  webhooks list --account NAME       list the account's webhooks and their state
+  webhooks delete --account NAME ID  delete a webhook and its delivery log
   deployments rebuild                derive every deployment again from the events; safe
                                      while servers run (their pages fill in as it goes)
 
@@ -292,6 +300,128 @@ async function keysRevoke(args: string[]): Promise<void> {
   })
 }
 
+function listOption(values: Record<string, unknown>, name: string): string[] {
+  const value = values[name]
+  if (!Array.isArray(value)) return []
+  return value
+    .flatMap((v) => String(v).split(','))
+    .map((v) => v.trim())
+    .filter((v) => v !== '')
+}
+
+async function webhooksCreate(args: string[]): Promise<void> {
+  const usage =
+    'shiplog webhooks create --account NAME --url URL --format json|slack|grafana [--status ..] [--outcome ..]'
+  const multiple = { type: 'string', multiple: true } as const
+  const { values } = parseArgs({
+    args,
+    options: {
+      account: { type: 'string' },
+      url: { type: 'string' },
+      format: { type: 'string' },
+      status: multiple,
+      outcome: multiple,
+      environment: multiple,
+      service: multiple,
+      'grafana-token': { type: 'string' },
+    },
+    strict: true,
+  })
+  const accountName = required(values, 'account', usage)
+  const url = required(values, 'url', usage)
+  const format = required(values, 'format', usage)
+  const config = loadConfig()
+  await withDatabase(async (database) => {
+    const account = await accountOrFail(database, accountName)
+    const appSecret = config.secret ?? (await ensureSecret(database.db))
+    try {
+      const { webhook, secret } = await createWebhook(
+        database.db,
+        appSecret,
+        {
+          accountId: account.id,
+          url,
+          format,
+          statuses: listOption(values, 'status'),
+          outcomes: listOption(values, 'outcome'),
+          environments: listOption(values, 'environment'),
+          services: listOption(values, 'service'),
+          grafanaToken: values['grafana-token'] ?? null,
+          createdBy: 'cli',
+        },
+        { allowPrivate: config.webhookAllowPrivate },
+      )
+      process.stderr.write(
+        `created webhook ${webhook.id}; its signing secret follows (it is not shown again)\n`,
+      )
+      // stdout carries the secret alone so scripts can capture it.
+      process.stdout.write(`${secret}\n`)
+    } catch (err) {
+      if (err instanceof WebhookInputError) throw new CliError(err.message, 2)
+      throw err
+    }
+  })
+}
+
+function namesOf(json: string): string {
+  const names = JSON.parse(json) as string[]
+  return names.length === 0 ? 'all' : names.map(printableName).join(',')
+}
+
+async function webhooksList(args: string[]): Promise<void> {
+  const { values } = parseArgs({ args, options: { account: { type: 'string' } }, strict: true })
+  const accountName = required(values, 'account', 'shiplog webhooks list --account NAME')
+  await withDatabase(async (database) => {
+    const account = await accountOrFail(database, accountName)
+    const hooks = await listWebhooks(database.db, account.id)
+    const rows = [
+      ['ID', 'FORMAT', 'URL', 'STATUSES', 'OUTCOMES', 'ENVIRONMENTS', 'SERVICES', 'STATE'],
+      ...hooks.map((w) => [
+        String(w.id),
+        w.format,
+        printableName(w.url),
+        JSON.parse(w.statuses).length === 0 ? '-' : namesOf(w.statuses),
+        JSON.parse(w.outcomes).length === 0 ? '-' : namesOf(w.outcomes),
+        namesOf(w.environments),
+        namesOf(w.services),
+        w.enabled !== 1
+          ? `disabled ${formatTime(w.disabled_at)}`
+          : w.failing_since !== null
+            ? `failing since ${formatTime(w.failing_since)}`
+            : 'active',
+      ]),
+    ]
+    const widths = rows[0]?.map((_, col) => Math.max(...rows.map((r) => [...(r[col] ?? '')].length))) ?? []
+    for (const row of rows) {
+      const line = row
+        .map((cell, col) => (col === row.length - 1 ? cell : cell.padEnd(widths[col] ?? 0)))
+        .join('  ')
+      process.stdout.write(`${line}\n`)
+    }
+  })
+}
+
+async function webhooksDelete(args: string[]): Promise<void> {
+  const usage = 'shiplog webhooks delete --account NAME ID'
+  const { values, positionals } = parseArgs({
+    args,
+    options: { account: { type: 'string' } },
+    allowPositionals: true,
+    strict: true,
+  })
+  const accountName = required(values, 'account', usage)
+  const id = positionals[0]
+  if (positionals.length !== 1 || !id || !/^\d{1,15}$/.test(id))
+    throw new CliError(`one webhook id is required (${usage})`, 2)
+  await withDatabase(async (database) => {
+    const account = await accountOrFail(database, accountName)
+    if (!(await deleteWebhook(database.db, account.id, Number(id)))) {
+      throw new CliError(`account "${account.name}" has no webhook ${id}`)
+    }
+    process.stderr.write(`deleted webhook ${id}\n`)
+  })
+}
+
 async function deploymentsRebuild(args: string[]): Promise<void> {
   parseArgs({ args, options: {}, strict: true })
   await withDatabase(async (database) => {
@@ -346,6 +476,9 @@ export async function main(argv: string[]): Promise<number> {
     else if (command === 'keys' && sub === 'create') await keysCreate(rest)
     else if (command === 'keys' && sub === 'list') await keysList(rest)
     else if (command === 'keys' && sub === 'revoke') await keysRevoke(rest)
+    else if (command === 'webhooks' && sub === 'create') await webhooksCreate(rest)
+    else if (command === 'webhooks' && sub === 'list') await webhooksList(rest)
+    else if (command === 'webhooks' && sub === 'delete') await webhooksDelete(rest)
     else if (command === 'deployments' && sub === 'rebuild') await deploymentsRebuild(rest)
     else throw new CliError(`unknown command "${argv.slice(0, 2).join(' ')}" (see shiplog --help)`, 2)
     return 0

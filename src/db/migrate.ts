@@ -7,6 +7,7 @@ import { versionSearchIndex } from './migrations/2026_11_22_0003_version_search.
 import { accountEmailsAndFlash } from './migrations/2026_11_23_0004_account_emails.js'
 import { deploymentsSchema } from './migrations/2026_11_23_0005_deployments.js'
 import { leanDeployments } from './migrations/2026_11_24_0006_lean_deployments.js'
+import { webhooksSchema } from './migrations/2026_11_25_0007_webhooks.js'
 
 function provider(database: Database): MigrationProvider {
   return {
@@ -19,6 +20,7 @@ function provider(database: Database): MigrationProvider {
         '2026_11_23_0004_account_emails': accountEmailsAndFlash(database.dialect),
         '2026_11_23_0005_deployments': deploymentsSchema(),
         '2026_11_24_0006_lean_deployments': leanDeployments(),
+        '2026_11_25_0007_webhooks': webhooksSchema(database.dialect),
       }
     },
   }

@@ -157,6 +157,56 @@ export interface ServicesTable {
   updated_at: EpochMs
 }
 
+export type WebhookFormat = 'json' | 'slack' | 'grafana'
+
+export interface WebhooksTable {
+  id: Generated<number>
+  account_id: number
+  url: string
+  format: WebhookFormat
+  /** JSON arrays of names; empty means all. */
+  statuses: string
+  outcomes: string
+  environments: string
+  services: string
+  /** Sealed with a key derived from the app secret (domain/webhooks/secrets.ts). */
+  secret: string
+  grafana_token: string | null
+  /** Events up to this id existed before the webhook and never trigger it. */
+  since_event_id: number
+  enabled: Generated<number>
+  disabled_at: EpochMs | null
+  failing_since: EpochMs | null
+  created_by: string
+  created_at: EpochMs
+}
+
+export type DeliveryKind = 'status' | 'outcome'
+export type DeliveryState = 'pending' | 'succeeded' | 'failed'
+
+export interface WebhookDeliveriesTable {
+  id: Generated<number>
+  webhook_id: number
+  account_id: number
+  event_id: number
+  deployment_id: number | null
+  kind: DeliveryKind
+  delivery_id: string
+  state: DeliveryState
+  attempts: Generated<number>
+  next_attempt_at: EpochMs
+  lease_until: EpochMs | null
+  last_status: number | null
+  last_error: string | null
+  response_head: string | null
+  latency_ms: number | null
+  remote_id: string | null
+  created_at: EpochMs
+  first_attempt_at: EpochMs | null
+  last_attempt_at: EpochMs | null
+  finished_at: EpochMs | null
+}
+
 export interface DB {
   accounts: AccountsTable
   users: UsersTable
@@ -172,6 +222,8 @@ export interface DB {
   deployment_gaps: DeploymentGapsTable
   environment_settings: EnvironmentSettingsTable
   services: ServicesTable
+  webhooks: WebhooksTable
+  webhook_deliveries: WebhookDeliveriesTable
 }
 
 export type Account = Selectable<AccountsTable>
@@ -180,3 +232,5 @@ export type ApiKeyRow = Selectable<ApiKeysTable>
 export type EventRow = Selectable<EventsTable>
 export type NewEvent = Insertable<EventsTable>
 export type DeploymentRow = Selectable<DeploymentsTable>
+export type WebhookRow = Selectable<WebhooksTable>
+export type DeliveryRow = Selectable<WebhookDeliveriesTable>

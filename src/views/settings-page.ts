@@ -241,6 +241,8 @@ export function settingsPage(d: SettingsPageData): SafeHtml {
         }
       </section>
       ${snippets(d.baseUrl, d.deployImage)}
+      <h2>Webhooks</h2>
+      <p><a href="/settings/webhooks/">Webhooks</a>: send deployments to Slack, Grafana or your own service.</p>
       ${usersSection(d, isAdmin)}
       ${d.board ?? ''}
       <h2>Your account</h2>

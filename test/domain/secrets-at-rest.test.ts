@@ -12,7 +12,9 @@ import { loadConfig } from '../../src/config.js'
 import { openDatabase } from '../../src/db/connect.js'
 import { migrateToLatest } from '../../src/db/migrate.js'
 import { hashPassword, verifyPassword } from '../../src/domain/passwords.js'
-import { addTenant, buildTestApp } from '../helper.js'
+import { createWebhook } from '../../src/domain/webhooks/queries.js'
+import { openSecret } from '../../src/domain/webhooks/secrets.js'
+import { addTenant, buildTestApp, TEST_SECRET } from '../helper.js'
 import { createUserIn, login, PASSWORD, textOfId } from '../support/ui.js'
 
 test('no table holds an API key, a password, a session token or a CSRF token in plain text', async (t) => {
@@ -37,8 +39,32 @@ test('no table holds an API key, a password, a session token or a CSRF token in 
     payload: { service: 'App1', environment: 'Prod', version: '1', status: 'Deployed' },
   })
   assert.equal(recorded.statusCode, 201)
+  // --- webhooks: signing secrets and Grafana tokens are sealed with a key from the app secret ---
+  const grafanaToken = 'glsa_ServiceAccountToken0123456789'
+  const { secret: webhookSecret, webhook } = await createWebhook(
+    ctx.database.db,
+    TEST_SECRET,
+    {
+      accountId: ctx.tenant.account.id,
+      url: 'https://grafana.example.com/',
+      format: 'grafana',
+      statuses: [],
+      outcomes: [],
+      environments: [],
+      services: [],
+      grafanaToken,
+      createdBy: 'test',
+    },
+    { allowPrivate: false },
+  )
+  assert.equal(openSecret(TEST_SECRET, webhook.secret), webhookSecret, 'usable with the app secret')
+  assert.throws(() => openSecret(`${TEST_SECRET}x`, webhook.secret), 'useless without it')
+  // --- end webhooks ---
 
   const secrets: Record<string, string> = {
+    'a webhook signing secret': webhookSecret,
+    'its body (webhook)': webhookSecret.slice(6),
+    'a Grafana token': grafanaToken,
     'an API key': ctx.tenant.key,
     'its body': ctx.tenant.key.slice(4),
     'a key created in Settings': uiKey,

@@ -270,6 +270,12 @@ test('every state-changing route of the app, found from its route table, refuses
     'POST /settings/users/:id/password',
     'POST /settings/users/:id/remove',
     'POST /settings/users/:id/role',
+    // --- webhooks ---
+    'POST /settings/webhooks',
+    'POST /settings/webhooks/:id/delete',
+    'POST /settings/webhooks/:id/deliveries/:delivery/redeliver',
+    'POST /settings/webhooks/:id/enable',
+    // --- end webhooks ---
     'POST /setup',
   ])
   assert.deepEqual(await state(), before, 'nothing changed')

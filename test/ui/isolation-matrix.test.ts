@@ -89,6 +89,9 @@ interface World {
   aBadgeToken: string
   /** B's badge token as it stands (B's admin rotates it in the matrix, before the badge cases). */
   bBadgeToken: string
+  /** --- webhooks: A's webhook and one of its deliveries (B must not see, change or resend them) --- */
+  aWebhookId: number
+  aDeliveryId: number
 }
 
 /** A registered method + URL, as the onRoute hook saw it. */
@@ -306,6 +309,20 @@ async function snapshotOfA(w: Pick<World, 'ctx' | 'a'>): Promise<unknown> {
       .where('account_id', '=', accountId)
       .orderBy('idem_key')
       .execute(),
+    // --- webhooks ---
+    webhooks: await db
+      .selectFrom('webhooks')
+      .selectAll()
+      .where('account_id', '=', accountId)
+      .orderBy('id')
+      .execute(),
+    deliveries: await db
+      .selectFrom('webhook_deliveries')
+      .selectAll()
+      .where('account_id', '=', accountId)
+      .orderBy('id')
+      .execute(),
+    // --- end webhooks ---
     sessions: await db
       .selectFrom('sessions')
       .innerJoin('users', 'users.id', 'sessions.user_id')
@@ -454,8 +471,64 @@ const world = sharedFixture(async (cleanup) => {
     .execute()
   for (const text of [aBadgeToken, 'acme-team-q2'])
     markers.push({ text, pattern: new RegExp(escapeRegExp(text)) })
+  // --- webhooks: A's webhook (its URL holds the acme-only marker) and a delivery of it ---
+  const aWebhook = await db
+    .insertInto('webhooks')
+    .values({
+      account_id: a.account.id,
+      url: 'https://acme-only.example.com/hook',
+      format: 'json',
+      statuses: '["Deployed"]',
+      outcomes: '[]',
+      environments: '[]',
+      services: '[]',
+      secret: 'v1.sealed',
+      grafana_token: null,
+      since_event_id: 0,
+      created_by: 'test',
+      created_at: Date.now(),
+    })
+    .returning('id')
+    .executeTakeFirstOrThrow()
+  const aDelivery = await db
+    .insertInto('webhook_deliveries')
+    .values({
+      webhook_id: Number(aWebhook.id),
+      account_id: a.account.id,
+      event_id: [...aEventRows][0]?.id ?? 1,
+      deployment_id: null,
+      kind: 'status',
+      delivery_id: 'acme-delivery-7f3c',
+      state: 'failed',
+      next_attempt_at: 0,
+      response_head: 'acme-only answer',
+      created_at: Date.now(),
+    })
+    .returning('id')
+    .executeTakeFirstOrThrow()
+  await db
+    .insertInto('webhooks')
+    .values({
+      account_id: b.account.id,
+      url: 'https://beta-hook.example.com/in',
+      format: 'slack',
+      statuses: '[]',
+      outcomes: '["failed"]',
+      environments: '[]',
+      services: '[]',
+      secret: 'v1.sealed',
+      grafana_token: null,
+      since_event_id: 0,
+      created_by: 'test',
+      created_at: Date.now(),
+    })
+    .execute()
+  markers.push({ text: 'acme-delivery-7f3c', pattern: /acme-delivery-7f3c/ })
+  // --- end webhooks ---
   const w: World = {
     ctx,
+    aWebhookId: Number(aWebhook.id),
+    aDeliveryId: Number(aDelivery.id),
     bReadKey,
     aBadgeToken,
     bBadgeToken: 'betabadgetoken-0123456789k3',
@@ -1077,6 +1150,116 @@ const MATRIX: Record<string, Entry> = {
   'GET /get/logs': legacyReadEntry('/get/logs', 'GET'),
   'POST /get/logs': legacyReadEntry('/get/logs', 'POST'),
 
+  // --- webhooks (Settings → Webhooks) ---------------------------------------------------------------
+  'GET /settings/webhooks': {
+    why: 'a redirect only',
+    cases: () =>
+      from(
+        {
+          anonymous: redirect('/settings/webhooks/', 301),
+          bKey: redirect('/settings/webhooks/', 301),
+          bAdmin: redirect('/settings/webhooks/', 301),
+        },
+        { url: '/settings/webhooks' },
+      ),
+  },
+  'GET /settings/webhooks/': {
+    why: "B's webhooks only; members read",
+    cases: (w) =>
+      ['/settings/webhooks/', `/settings/webhooks/?account=${w.a.account.id}`].flatMap((url) =>
+        from(
+          {
+            ...outsiders(false),
+            bAdmin: allOf(status(200), contains('beta-hook.example.com', 'Add webhook')),
+            bOther: status(200),
+          },
+          { url },
+        ),
+      ),
+  },
+  'POST /settings/webhooks': {
+    why: "admins only; the webhook belongs to the creator's account whatever the form names",
+    cases: (w) => [
+      ...from(
+        { ...outsiders(true), aMember: status(403) },
+        {
+          url: '/settings/webhooks',
+          form: { url: 'https://member.example.com/', format: 'json', status: 'Deployed' },
+        },
+      ),
+      ...from(
+        {
+          bAdmin: allOf(redirect('/settings/webhooks/'), async () => {
+            const row = await w.ctx.database.db
+              .selectFrom('webhooks')
+              .select(['account_id'])
+              .where('url', '=', 'https://beta-made.example.com/')
+              .executeTakeFirstOrThrow()
+            assert.equal(Number(row.account_id), w.b.account.id)
+          }),
+        },
+        {
+          url: '/settings/webhooks',
+          form: {
+            url: 'https://beta-made.example.com/',
+            format: 'json',
+            status: 'Deployed',
+            account_id: String(w.a.account.id),
+          },
+        },
+      ),
+    ],
+  },
+  'GET /settings/webhooks/:id/': {
+    why: "A's delivery log is unknown to B (404) and hidden from outsiders",
+    cases: (w) => [
+      ...from({ ...outsiders(false), bAdmin: status(404) }, { url: `/settings/webhooks/${w.aWebhookId}/` }),
+      ...from(
+        { aMember: allOf(status(200), contains('acme-only answer')) },
+        { url: `/settings/webhooks/${w.aWebhookId}/` },
+      ),
+    ],
+  },
+  'POST /settings/webhooks/:id/delete': {
+    why: "A's webhook cannot be deleted by B (404, like a missing id) nor by A's member (403)",
+    cases: (w) => [
+      ...from(
+        { ...outsiders(true), aMember: status(403) },
+        { url: `/settings/webhooks/${w.aWebhookId}/delete`, form: {} },
+      ),
+      ...from(
+        { bAdmin: notFoundLikeMissing('/settings/webhooks/999999999/delete', {}) },
+        { url: `/settings/webhooks/${w.aWebhookId}/delete`, form: {} },
+      ),
+    ],
+  },
+  'POST /settings/webhooks/:id/enable': {
+    why: "A's webhook cannot be re-enabled by B (404, like a missing id) nor by A's member (403)",
+    cases: (w) => [
+      ...from(
+        { ...outsiders(true), aMember: status(403) },
+        { url: `/settings/webhooks/${w.aWebhookId}/enable`, form: {} },
+      ),
+      ...from(
+        { bAdmin: notFoundLikeMissing('/settings/webhooks/999999999/enable', {}) },
+        { url: `/settings/webhooks/${w.aWebhookId}/enable`, form: {} },
+      ),
+    ],
+  },
+  'POST /settings/webhooks/:id/deliveries/:delivery/redeliver': {
+    why: "A's deliveries cannot be resent by B (404, like a missing id) nor by A's member (403)",
+    cases: (w) => {
+      const url = `/settings/webhooks/${w.aWebhookId}/deliveries/${w.aDeliveryId}/redeliver`
+      return [
+        ...from({ ...outsiders(true), aMember: status(403) }, { url, form: {} }),
+        ...from(
+          { bAdmin: notFoundLikeMissing('/settings/webhooks/999999999/deliveries/1/redeliver', {}) },
+          { url, form: {} },
+        ),
+      ]
+    },
+  },
+  // --- end webhooks ----------------------------------------------------------------------------------
   'GET /settings': {
     why: 'a redirect only',
     cases: () =>

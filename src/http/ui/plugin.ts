@@ -15,6 +15,7 @@ import { cookiePolicy, createUiContext, csrfUserInfo, type UiOptions } from './c
 import { insightsRoutes } from './insights-routes.js'
 import { logsRoutes } from './logs-routes.js'
 import { settingsRoutes } from './settings-routes.js'
+import { webhookRoutes } from './webhook-routes.js'
 
 export const uiRoutes: FastifyPluginAsync<UiOptions> = async (app: FastifyInstance, options) => {
   const { config, database } = options
@@ -96,6 +97,7 @@ export const uiRoutes: FastifyPluginAsync<UiOptions> = async (app: FastifyInstan
   await app.register(boardRoutes, ctx)
   await app.register(badgeRoutes, ctx)
   await app.register(insightsRoutes, ctx)
+  await app.register(webhookRoutes, ctx)
 
   const readOnly = [
     '/',
@@ -113,9 +115,11 @@ export const uiRoutes: FastifyPluginAsync<UiOptions> = async (app: FastifyInstan
     '/insights',
     '/insights/',
     '/insights/deployments',
+    '/settings/webhooks/',
+    '/settings/webhooks/:id/',
   ]
   for (const path of readOnly) methodNotAllowed(app, path, ['GET', 'HEAD'])
-  for (const path of ['/setup', '/login', '/logout', '/account/password']) {
+  for (const path of ['/setup', '/login', '/logout', '/account/password', '/settings/webhooks']) {
     methodNotAllowed(app, path, ['GET', 'HEAD', 'POST'])
   }
   // The board's forms only take a POST.
@@ -124,6 +128,9 @@ export const uiRoutes: FastifyPluginAsync<UiOptions> = async (app: FastifyInstan
     '/settings/environments',
     '/settings/stall-time',
     '/settings/badge-token',
+    '/settings/webhooks/:id/delete',
+    '/settings/webhooks/:id/enable',
+    '/settings/webhooks/:id/deliveries/:delivery/redeliver',
   ]) {
     methodNotAllowed(app, path, ['POST'])
   }

@@ -1,0 +1,210 @@
+// /settings/webhooks/: the account's webhooks and their delivery logs; changes are for admins only.
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import type { FastifyReply, FastifyRequest } from 'fastify'
+import { Type } from 'typebox'
+import { type SessionUser, takeFlash } from '../../domain/sessions.js'
+import {
+  createWebhook,
+  deleteWebhook,
+  deliveryLog,
+  enableWebhook,
+  getWebhook,
+  listWebhooks,
+  redeliver,
+  WebhookInputError,
+} from '../../domain/webhooks/queries.js'
+import { deliveryLogPage, webhooksPage } from '../../views/webhooks-page.js'
+import { HttpProblem } from '../problem.js'
+import type { UiContext } from './context.js'
+
+const text = (maxLength = 4096) => Type.Optional(Type.String({ maxLength }))
+const many = Type.Optional(
+  Type.Union([Type.String({ maxLength: 40 }), Type.Array(Type.String({ maxLength: 40 }), { maxItems: 5 })]),
+)
+const CreateBody = Type.Object({
+  _csrf: text(200),
+  url: text(4096),
+  format: text(40),
+  status: many,
+  outcome: many,
+  environments: text(),
+  services: text(),
+  grafana_token: text(2000),
+})
+const CsrfOnly = Type.Object({ _csrf: text(200) })
+const IdParams = Type.Object({ id: Type.String({ maxLength: 40 }) })
+const DeliveryParams = Type.Object({
+  id: Type.String({ maxLength: 40 }),
+  delivery: Type.String({ maxLength: 40 }),
+})
+const LogQuery = Type.Object({ before: Type.Optional(Type.String({ maxLength: 20 })) })
+
+const notFound = () =>
+  new HttpProblem(404, 'not-found', 'No such webhook', 'This account has no such webhook.')
+
+function id(raw: string): number {
+  if (!/^\d{1,15}$/.test(raw)) throw notFound()
+  return Number(raw)
+}
+
+const list = (v: string | string[] | undefined): string[] => (Array.isArray(v) ? v : v ? [v] : [])
+const commaList = (v: string | undefined): string[] => (v ?? '').split(',')
+
+export const webhookRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app, ctx) => {
+  const { db } = ctx.database
+  const { secret: appSecret, webhookAllowPrivate } = ctx.config
+
+  const admin = (request: FastifyRequest, reply: FastifyReply): SessionUser | null => {
+    const user = ctx.requireUser(request, reply)
+    if (user && user.role !== 'admin') {
+      throw new HttpProblem(
+        403,
+        'admin-only',
+        'Admins only',
+        'Only an admin of this account can do that. Ask one of them.',
+      )
+    }
+    return user
+  }
+
+  app.get('/settings/webhooks', async (_request, reply) => reply.redirect('/settings/webhooks/', 301))
+
+  app.get('/settings/webhooks/', async (request, reply) => {
+    const user = ctx.requireUser(request, reply)
+    if (!user) return reply
+    const flash = await takeFlash(db, user)
+    return ctx.page(
+      reply,
+      webhooksPage({
+        user,
+        csrfToken: ctx.csrfToken(request, reply),
+        webhooks: await listWebhooks(db, user.accountId),
+        errors: [],
+        ...(flash?.notice ? { notice: flash.notice } : {}),
+        ...(flash?.secret ? { secret: flash.secret } : {}),
+      }),
+    )
+  })
+
+  app.post('/settings/webhooks', { schema: { body: CreateBody } }, async (request, reply) => {
+    const user = admin(request, reply)
+    if (!user) return reply
+    const b = request.body
+    try {
+      const { webhook, secret } = await createWebhook(
+        db,
+        appSecret,
+        {
+          accountId: user.accountId,
+          url: b.url ?? '',
+          format: b.format ?? '',
+          statuses: list(b.status),
+          outcomes: list(b.outcome),
+          environments: commaList(b.environments),
+          services: commaList(b.services),
+          grafanaToken: b.grafana_token ?? null,
+          createdBy: user.email,
+        },
+        { allowPrivate: webhookAllowPrivate },
+      )
+      return ctx.redirectWithFlash(reply, user, '/settings/webhooks/', {
+        notice: `The webhook to ${webhook.url} is added.`,
+        secret: { kind: 'key', label: `the webhook to ${webhook.url}`, value: secret },
+      })
+    } catch (err) {
+      if (!(err instanceof WebhookInputError)) throw err
+      const { grafana_token: _token, _csrf, ...form } = b
+      return ctx.page(
+        reply,
+        webhooksPage({
+          user,
+          csrfToken: ctx.csrfToken(request, reply),
+          webhooks: await listWebhooks(db, user.accountId),
+          errors: [`${err.message.charAt(0).toUpperCase()}${err.message.slice(1)}.`],
+          form: Object.fromEntries(
+            Object.entries(form).filter((e): e is [string, string | string[]] => e[1] !== undefined),
+          ),
+        }),
+        422,
+      )
+    }
+  })
+
+  app.post(
+    '/settings/webhooks/:id/delete',
+    { schema: { params: IdParams, body: CsrfOnly } },
+    async (request, reply) => {
+      const user = admin(request, reply)
+      if (!user) return reply
+      if (!(await deleteWebhook(db, user.accountId, id(request.params.id)))) throw notFound()
+      return ctx.redirectWithFlash(reply, user, '/settings/webhooks/', { notice: 'The webhook is deleted.' })
+    },
+  )
+
+  app.post(
+    '/settings/webhooks/:id/enable',
+    { schema: { params: IdParams, body: CsrfOnly } },
+    async (request, reply) => {
+      const user = admin(request, reply)
+      if (!user) return reply
+      if (!(await enableWebhook(db, user.accountId, id(request.params.id)))) throw notFound()
+      return ctx.redirectWithFlash(reply, user, '/settings/webhooks/', {
+        notice: 'The webhook is enabled again: new events are sent to it.',
+      })
+    },
+  )
+
+  app.get(
+    '/settings/webhooks/:id/',
+    { schema: { params: IdParams, querystring: LogQuery } },
+    async (request, reply) => {
+      const user = ctx.requireUser(request, reply)
+      if (!user) return reply
+      const webhook = await getWebhook(db, user.accountId, id(request.params.id))
+      if (!webhook) throw notFound()
+      const rawBefore = request.query.before
+      if (rawBefore !== undefined && !/^\d{1,15}$/.test(rawBefore)) {
+        throw new HttpProblem(400, 'bad-request', 'Bad page', 'The page asked for does not exist.')
+      }
+      const flash = await takeFlash(db, user)
+      const page = await deliveryLog(
+        db,
+        user.accountId,
+        Number(webhook.id),
+        rawBefore === undefined ? null : Number(rawBefore),
+      )
+      return ctx.page(
+        reply,
+        deliveryLogPage({
+          user,
+          csrfToken: ctx.csrfToken(request, reply),
+          webhook,
+          ...page,
+          ...(flash?.notice ? { notice: flash.notice } : {}),
+        }),
+      )
+    },
+  )
+
+  app.post(
+    '/settings/webhooks/:id/deliveries/:delivery/redeliver',
+    { schema: { params: DeliveryParams, body: CsrfOnly } },
+    async (request, reply) => {
+      const user = admin(request, reply)
+      if (!user) return reply
+      const webhook = await getWebhook(db, user.accountId, id(request.params.id))
+      if (!webhook) throw notFound()
+      const deliveryId = id(request.params.delivery)
+      const found = await db
+        .selectFrom('webhook_deliveries')
+        .select('id')
+        .where('id', '=', deliveryId)
+        .where('webhook_id', '=', Number(webhook.id))
+        .executeTakeFirst()
+      if (!found || !(await redeliver(db, user.accountId, deliveryId))) throw notFound()
+      return ctx.redirectWithFlash(reply, user, `/settings/webhooks/${webhook.id}/`, {
+        notice: 'The delivery is queued again, with the same delivery id.',
+      })
+    },
+  )
+}

@@ -1,0 +1,316 @@
+// Webhook deliveries end to end against a real receiver on 127.0.0.1: signatures, the three formats,
+// retries, hostile targets, and exactly one queued delivery per event and trigger. Both databases.
+import assert from 'node:assert/strict'
+import { test } from 'node:test'
+import type { DeliveryRow } from '../../src/db/schema.js'
+import { rebuildDeployments } from '../../src/domain/deployments/store.js'
+import { createWebhook, deliveryLog, redeliver } from '../../src/domain/webhooks/queries.js'
+import { buildTestApp, TEST_SECRET, type TestApp } from '../helper.js'
+import { deploy } from '../support/ui.js'
+import { startReceiver, verifySignature } from '../support/webhook-receiver.js'
+
+interface JsonDelivery {
+  type: string
+  deliveryId: string
+  event: { id: number; status: string; version: string }
+  deployment: { result: string; version: string } | null
+  serviceUrl: string | null
+}
+interface SlackMessage {
+  text: string
+  attachments: { color: string; title_link?: string; fields: { title: string }[] }[]
+}
+interface Annotation {
+  time: number
+  timeEnd?: number
+  tags: string[]
+}
+
+const ENV = {
+  SHIPLOG_WEBHOOK_ALLOW_PRIVATE: '1',
+  SHIPLOG_WEBHOOK_TIMEOUT_MS: '3000',
+  SHIPLOG_WEBHOOK_RETRY_BASE_MS: '1',
+  SHIPLOG_PUBLIC_URL: 'https://shiplog.example',
+}
+
+async function hook(
+  ctx: TestApp,
+  url: string,
+  fields: {
+    format?: string
+    statuses?: string[]
+    outcomes?: string[]
+    grafanaToken?: string
+    services?: string[]
+  } = {},
+) {
+  return createWebhook(
+    ctx.database.db,
+    TEST_SECRET,
+    {
+      accountId: ctx.tenant.account.id,
+      url,
+      format: fields.format ?? 'json',
+      statuses: fields.statuses ?? [],
+      outcomes: fields.outcomes ?? [],
+      environments: [],
+      services: fields.services ?? [],
+      grafanaToken: fields.grafanaToken ?? null,
+      createdBy: 'test',
+    },
+    { allowPrivate: true },
+  )
+}
+
+async function send(ctx: TestApp, service: string, version: string, status: string): Promise<void> {
+  const res = await deploy(ctx.app, ctx.tenant.key, { service, environment: 'prod', version, status })
+  assert.ok(res.status < 300, JSON.stringify(res.body))
+}
+
+/** Derives what waits and runs the sender until nothing is due (or the time is up). */
+async function drain(ctx: TestApp, until: () => boolean = () => false, ms = 5000): Promise<void> {
+  await ctx.app.shiplog.deployments.current()
+  const end = Date.now() + ms
+  while (Date.now() < end) {
+    const claimed = await ctx.app.shiplog.webhooks.runOnce()
+    if (until()) return
+    if (claimed === 0) {
+      const pending = await ctx.database.db
+        .selectFrom('webhook_deliveries')
+        .select('id')
+        .where('state', '=', 'pending')
+        .executeTakeFirst()
+      if (!pending && until === undefined) return
+      if (!pending) return
+      await new Promise((r) => setTimeout(r, 20))
+    }
+  }
+}
+
+async function deliveries(ctx: TestApp): Promise<DeliveryRow[]> {
+  return ctx.database.db.selectFrom('webhook_deliveries').selectAll().orderBy('id').execute()
+}
+
+test('json deliveries are signed, carry the event and the deployment it ended, once each', async (t) => {
+  const ctx = await buildTestApp(t, { env: ENV })
+  const receiver = await startReceiver(t)
+  await send(ctx, 'api', '0.9', 'Deployed') // before the webhook: never sent
+  await ctx.app.shiplog.deployments.current()
+  const { secret } = await hook(ctx, `${receiver.url}/in`, {
+    statuses: ['Deploying'],
+    outcomes: ['succeeded', 'failed'],
+  })
+  await send(ctx, 'api', '1.0', 'Deploying')
+  await send(ctx, 'api', '1.0', 'Deployed')
+  await drain(ctx)
+  assert.equal(receiver.received.length, 2)
+  // Deliveries go out a few at a time: the order they arrive in is not promised.
+  const [start, end] = receiver.received
+    .map((r) => ({ ...r, json: JSON.parse(r.body) as JsonDelivery }))
+    .sort((a, b) => a.json.event.id - b.json.event.id)
+  assert.ok(start && end)
+  for (const r of [start, end]) {
+    assert.ok(verifySignature(secret, r.headers['shiplog-signature'] as string, r.body), 'signature verifies')
+    assert.equal(r.method, 'POST')
+    assert.equal(r.url, '/in')
+    assert.match(String(r.headers['user-agent']), /^Shiplog\/\d/)
+    assert.equal(r.headers['shiplog-delivery'], r.json.deliveryId)
+  }
+  assert.ok(!verifySignature(`${secret}x`, start.headers['shiplog-signature'] as string, start.body))
+  assert.equal(start.json.type, 'event')
+  assert.equal(start.json.event.status, 'Deploying')
+  assert.equal(start.json.event.version, '1.0')
+  assert.equal(start.json.deployment, null)
+  assert.equal(end.json.type, 'deployment.finished')
+  assert.equal(end.json.event.status, 'Deployed')
+  assert.equal(end.json.deployment?.result, 'succeeded')
+  assert.equal(end.json.deployment?.version, '1.0')
+  assert.equal(end.json.serviceUrl, 'https://shiplog.example/services/api')
+  assert.equal(end.headers['shiplog-event'], String(end.json.event.id))
+
+  // Deriving everything again queues nothing new and sends nothing again.
+  await rebuildDeployments(ctx.database)
+  await drain(ctx)
+  assert.equal((await deliveries(ctx)).length, 2)
+  assert.equal(receiver.received.length, 2)
+})
+
+test('slack messages and grafana annotations (a point, then the region)', async (t) => {
+  const ctx = await buildTestApp(t, { env: ENV })
+  const slack = await startReceiver(t)
+  const grafana = await startReceiver(t, (req, res) => {
+    res.setHeader('content-type', 'application/json')
+    res.end(
+      JSON.stringify(
+        req.method === 'POST' ? { message: 'Annotation added', id: 41 } : { message: 'Annotation patched' },
+      ),
+    )
+  })
+  await hook(ctx, slack.url, { format: 'slack', outcomes: ['succeeded', 'failed'] })
+  await hook(ctx, `${grafana.url}/grafana/`, { format: 'grafana', grafanaToken: 'glsa_token123' })
+  await send(ctx, 'web', '2.0', 'Deploying')
+  await drain(ctx, () => grafana.received.length >= 1)
+  await send(ctx, 'web', '2.0', 'Failed')
+  await drain(ctx, () => grafana.received.length >= 2 && slack.received.length >= 1)
+
+  assert.equal(slack.received.length, 1)
+  const message = JSON.parse(slack.received[0]?.body ?? '{}') as SlackMessage
+  assert.equal(message.text, 'web failed to deploy 2.0 to prod')
+  const attachment = message.attachments[0]
+  assert.ok(attachment)
+  assert.equal(attachment.color, 'danger')
+  assert.equal(attachment.title_link, 'https://shiplog.example/services/web')
+  assert.deepEqual(
+    attachment.fields.map((f) => f.title),
+    ['Service', 'Environment', 'Version', 'Duration'],
+  )
+
+  assert.equal(grafana.received.length, 2)
+  const [point, region] = grafana.received
+  assert.ok(point && region)
+  assert.equal(point.method, 'POST')
+  assert.equal(point.url, '/grafana/api/annotations')
+  assert.equal(point.headers.authorization, 'Bearer glsa_token123')
+  const pointBody = JSON.parse(point.body) as Annotation
+  assert.equal(typeof pointBody.time, 'number')
+  assert.equal(pointBody.timeEnd, undefined)
+  assert.ok(pointBody.tags.includes('service:web'))
+  assert.equal(region.method, 'PATCH')
+  assert.equal(region.url, '/grafana/api/annotations/41')
+  const regionBody = JSON.parse(region.body) as Annotation
+  assert.equal(regionBody.time, pointBody.time)
+  assert.ok((regionBody.timeEnd ?? 0) >= regionBody.time)
+  assert.ok(regionBody.tags.includes('outcome:failed'))
+})
+
+test('a receiver that fails three times then succeeds gets exactly one success', async (t) => {
+  const ctx = await buildTestApp(t, { env: ENV })
+  const receiver = await startReceiver(t, (_req, res, n) => {
+    res.statusCode = n <= 3 ? 503 : 204
+    res.end(n <= 3 ? 'busy' : '')
+  })
+  await hook(ctx, receiver.url, { statuses: ['Deployed'] })
+  await send(ctx, 'api', '1.0', 'Deployed')
+  const done = async () => (await deliveries(ctx))[0]?.state === 'succeeded'
+  for (let i = 0; i < 200 && !(await done()); i++) {
+    await drain(ctx, () => false, 50)
+  }
+  const [row] = await deliveries(ctx)
+  assert.equal(row?.state, 'succeeded')
+  assert.equal(Number(row?.attempts), 4)
+  assert.equal(receiver.received.length, 4)
+  assert.equal(
+    new Set(receiver.received.map((r) => r.headers['shiplog-delivery'])).size,
+    1,
+    'one delivery id',
+  )
+  const webhook = await ctx.database.db.selectFrom('webhooks').selectAll().executeTakeFirstOrThrow()
+  assert.equal(webhook.failing_since, null)
+
+  // A redelivery sends the same delivery id again.
+  assert.equal(await redeliver(ctx.database.db, ctx.tenant.account.id, Number(row?.id)), true)
+  await drain(ctx, () => receiver.received.length >= 5)
+  assert.equal(receiver.received.length, 5)
+  assert.equal(
+    receiver.received[4]?.headers['shiplog-delivery'],
+    receiver.received[0]?.headers['shiplog-delivery'],
+  )
+  const other = await ctx.addTenant('Other')
+  assert.equal(await redeliver(ctx.database.db, other.account.id, Number(row?.id)), false)
+})
+
+test('redirects, huge, slow and silent answers are failures in the log and the queue goes on', async (t) => {
+  // Retries far off, so the log shows each target's first attempt; a timeout a busy machine meets.
+  const ctx = await buildTestApp(t, {
+    env: { ...ENV, SHIPLOG_WEBHOOK_TIMEOUT_MS: '1500', SHIPLOG_WEBHOOK_RETRY_BASE_MS: '3600000' },
+  })
+  const receiver = await startReceiver(t, (req, res) => {
+    if (req.url === '/redirect') {
+      res.statusCode = 302
+      res.setHeader('location', '/ok')
+      res.end()
+    } else if (req.url === '/huge') {
+      res.statusCode = 500
+      const chunk = Buffer.alloc(1024 * 1024, 'x')
+      let sent = 0
+      const write = () => {
+        while (sent < 10 && res.write(chunk)) sent++
+        if (sent < 10) res.once('drain', write)
+        else res.end()
+      }
+      res.on('error', () => {})
+      write()
+    } else if (req.url === '/slow') {
+      setTimeout(() => res.end('late'), 5000)
+    } else if (req.url === '/silent') {
+      // never answers
+    } else res.end('fine')
+  })
+  const urls = ['/redirect', '/huge', '/slow', '/silent', '/ok']
+  for (const path of urls) await hook(ctx, `${receiver.url}${path}`, { statuses: ['Deployed'] })
+  await send(ctx, 'api', '1.0', 'Deployed')
+  await ctx.app.shiplog.deployments.current()
+  // The app's own background sender may take some of them first: wait until each was tried once.
+  let rows = await deliveries(ctx)
+  for (let i = 0; i < 100 && !rows.every((r) => Number(r.attempts) >= 1 && r.lease_until === null); i++) {
+    await ctx.app.shiplog.webhooks.runOnce()
+    rows = await deliveries(ctx)
+    await new Promise((r) => setTimeout(r, 50))
+  }
+  assert.equal(rows.length, 5)
+  const byPath = new Map<string, DeliveryRow>()
+  const hooks = await ctx.database.db.selectFrom('webhooks').select(['id', 'url']).execute()
+  for (const r of rows) {
+    const url = hooks.find((h) => Number(h.id) === Number(r.webhook_id))?.url ?? ''
+    byPath.set(new URL(url).pathname, r)
+  }
+  assert.equal(byPath.get('/ok')?.state, 'succeeded')
+  assert.equal(byPath.get('/redirect')?.state, 'pending')
+  assert.equal(Number(byPath.get('/redirect')?.last_status), 302)
+  assert.match(String(byPath.get('/redirect')?.last_error), /redirect/)
+  assert.equal(Number(byPath.get('/huge')?.last_status), 500)
+  assert.equal(byPath.get('/huge')?.response_head?.length, 512)
+  assert.match(String(byPath.get('/slow')?.last_error), /no answer within 1500 ms/)
+  assert.match(String(byPath.get('/silent')?.last_error), /no answer within 1500 ms/)
+  for (const r of rows) assert.ok(Number(r.attempts) >= 1)
+  assert.equal(Number(byPath.get('/ok')?.attempts), 1)
+  assert.ok(!receiver.received.some((r) => r.url === '/ok' && r.method !== 'POST'))
+  const failing = await ctx.database.db
+    .selectFrom('webhooks')
+    .select('failing_since')
+    .where('failing_since', 'is not', null)
+    .execute()
+  assert.equal(failing.length, 4)
+  const log = await deliveryLog(
+    ctx.database.db,
+    ctx.tenant.account.id,
+    Number(byPath.get('/redirect')?.webhook_id),
+    null,
+  )
+  assert.equal(log.deliveries.length, 1)
+})
+
+test('a webhook that only failed for a day is disabled and gets no new deliveries', async (t) => {
+  const ctx = await buildTestApp(t, { env: ENV })
+  const receiver = await startReceiver(t, (_q, res) => {
+    res.statusCode = 500
+    res.end()
+  })
+  const { webhook } = await hook(ctx, receiver.url, { statuses: ['Deployed'] })
+  await send(ctx, 'api', '1.0', 'Deployed')
+  await ctx.database.db
+    .updateTable('webhooks')
+    .set({ failing_since: Date.now() - 25 * 3600_000 })
+    .execute()
+  await drain(ctx, () => receiver.received.length >= 1)
+  const after = await ctx.database.db
+    .selectFrom('webhooks')
+    .selectAll()
+    .where('id', '=', webhook.id)
+    .executeTakeFirstOrThrow()
+  assert.equal(Number(after.enabled), 0)
+  assert.ok(after.disabled_at !== null)
+  await send(ctx, 'api', '1.1', 'Deployed')
+  await ctx.app.shiplog.deployments.current()
+  assert.equal((await deliveries(ctx)).length, 1)
+})
