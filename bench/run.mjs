@@ -9,7 +9,10 @@
 //   the measured run. Every request carries its own version; after each ingest run the database is
 //   read back: every acknowledged event (its version taken from the 2xx answer) stored exactly once,
 //   no version twice, and nothing else but requests cut off when a run stopped (acknowledged means
-//   stored, and stored means sent once).
+//   stored, and stored means sent once). Then, on the same server, POST /deploy again with three
+//   webhooks (json, slack, grafana) aimed at a local receiver that answers each delivery only after
+//   BENCH_WEBHOOK_DELAY_MS: its rate and the server's CPU per answer are compared with the run
+//   without webhooks (issue 12: within 5 %).
 // export - for each size in BENCH_EXPORT_ROWS and each database: a fresh SQLite file / PostgreSQL
 //   database seeded directly with that many events of one account (bench/lib/seed.mjs: 20 services,
 //   5 environments, 3 statuses, versions, some url/commit/description, received_at increasing), then
@@ -42,6 +45,7 @@
 //   BENCH_EXPORT_ROWS        comma-separated dataset sizes for exports (default 1000000,3000000)
 //   BENCH_PAGES_ROWS         dataset size for the page timings (default 1000000)
 //   BENCH_INSIGHTS_ROWS      events of the insights dataset (default 1000000; quick 20000)
+//   BENCH_WEBHOOK_DELAY_MS   how long the webhook scenario's receiver waits before answering (default 2000)
 //   BENCH_PAGE_REQUESTS      measured requests per page case (default 50); a case stops early once
 //                            it has used BENCH_PAGE_SECONDS (default 30; quick 10) and has 5 requests
 //   BENCH_PG_URL             PostgreSQL server to create the bench databases on
@@ -68,9 +72,11 @@ import pg from 'pg'
 import { killAllChildren, runNode, startServer } from './lib/children.mjs'
 import { benchInsights, DERIVE_TARGET_US, PAGE_TARGET_MS } from './lib/insights.mjs'
 import { runLoad } from './lib/load.mjs'
+import { cpuSeconds } from './lib/proc.mjs'
 import { benchReads, countLabel, exportLimitSeconds, seedLimitSeconds } from './lib/reads.mjs'
 import { num, renderTable, summariseLog } from './lib/report.mjs'
 import { benchInstall, benchStartup } from './lib/startup.mjs'
+import { slowReceiver } from './lib/webhooks.mjs'
 
 const root = fileURLToPath(new URL('..', import.meta.url))
 const shiplogBin = join(root, 'bin', 'shiplog.js')
@@ -110,6 +116,7 @@ const insightsSize = parts.has('insights')
   : null
 const startupRuns = positive('BENCH_STARTUP_RUNS', quick ? 3 : 11)
 const pageCaseSeconds = positive('BENCH_PAGE_SECONDS', quick ? 10 : 30)
+const webhookDelayMs = positive('BENCH_WEBHOOK_DELAY_MS', 2000)
 /** @type {Array<'sqlite' | 'postgres'>} */
 const readDialects = [
   ...(skipSqlite ? [] : /** @type {const} */ (['sqlite'])),
@@ -190,12 +197,12 @@ for (const signal of /** @type {const} */ (['SIGINT', 'SIGTERM'])) {
   process.on(signal, () => abort(130, `${signal} received; stopping servers and cleaning up`))
 }
 
-// The watchdog: ingest is six scenarios, each a warm-up plus a measured run, plus start-up and set-up
+// The watchdog: ingest is eight scenarios, each a warm-up plus a measured run, plus start-up and set-up
 // time for each server; each read dataset is bounded by its set-up, the seed's and the downloads'
 // own limits (bench/lib/reads.mjs) and the page cases' time budgets.
 function limitFor() {
   let seconds = 120
-  if (parts.has('ingest')) seconds += 6 * (warmupSeconds + measureSeconds + 30)
+  if (parts.has('ingest')) seconds += 8 * (warmupSeconds + measureSeconds + 30)
   if (parts.has('startup')) seconds += 60 + 2 * startupRuns * 10
   if (parts.has('install')) seconds += 900
   // Set-up, seeding, deriving (about 30 µs of wall time an event at worst) and five page cases.
@@ -255,15 +262,18 @@ function countedShape(base, build, prefix) {
   }
 }
 
-/** @param {string} key */
-function deployShape(key) {
+/** Each scenario's versions start with its own prefix, so one database can hold several. */
+const VERSION_PREFIXES = ['1.0.', '2.0.', '3.0.']
+
+/** @param {string} key @param {string} [prefix] versions are the prefix and a counter */
+function deployShape(key, prefix = '1.0.') {
   return countedShape(
     { method: 'POST', headers: { 'content-type': 'application/json', 'x-api-key': key } },
     (version) => ({
       path: '/deploy',
       body: JSON.stringify({ service: 'bench-api', environment: 'Production', version, status: 'Deployed' }),
     }),
-    '1.0.',
+    prefix,
   )
 }
 
@@ -287,6 +297,8 @@ function putShape(key) {
  * @property {import('./lib/load.mjs').LoadStats | null} warmup
  * @property {import('./lib/load.mjs').LoadStats | null} measured
  * @property {number | null} ratio 2xx/s relative to the baseline for the same request form
+ * @property {number | null} cpuUs the Shiplog server process's CPU (user+system) per 2xx answer in
+ *   the measured run, µs (the database server's not counted)
  * @property {number | null} acked events acknowledged (2xx), warm-up and measured run together
  * @property {number | null} stored of those, how many the database holds (exactly once each)
  * @property {number | null} unanswered events stored whose request was still in flight when a run
@@ -303,16 +315,25 @@ if (process.env.BENCH_KEEP_TMP === '1') console.error(`bench: keeping ${runDir} 
 else cleanups.push(async () => rmSync(runDir, { recursive: true, force: true }))
 
 /**
- * Warm-up then measured run of one request shape.
+ * Warm-up then measured run of one request shape; with the server's pid, also its CPU per answer.
  * @param {string} url @param {import('./lib/load.mjs').RequestShape} shape @param {string} title
+ * @param {number} [pid]
  */
-async function warmAndMeasure(url, shape, title) {
+async function warmAndMeasure(url, shape, title, pid) {
   process.stderr.write(`  ${title}: warm-up ${warmupSeconds} s`)
   const warmup = await runLoad({ url, shape, seconds: warmupSeconds, connections, title: `${title} warm-up` })
   process.stderr.write(`, measuring ${measureSeconds} s`)
+  const cpuBefore = pid === undefined ? null : cpuSeconds(pid)
   const measured = await runLoad({ url, shape, seconds: measureSeconds, connections, title })
-  process.stderr.write(` -> ${num(measured.okPerSecond)} 2xx/s\n`)
-  return { warmup, measured }
+  const cpuAfter = pid === undefined ? null : cpuSeconds(pid)
+  const cpuUs =
+    cpuBefore !== null && cpuAfter !== null && measured.ok > 0
+      ? ((cpuAfter - cpuBefore) * 1e6) / measured.ok
+      : null
+  process.stderr.write(
+    ` -> ${num(measured.okPerSecond)} 2xx/s${cpuUs === null ? '' : `, ${num(cpuUs)} µs server CPU each`}\n`,
+  )
+  return { warmup, measured, cpuUs }
 }
 
 /** @param {import('./lib/load.mjs').LoadStats} stats @param {string} phase */
@@ -354,6 +375,7 @@ async function benchBaseline() {
         warmup,
         measured,
         ratio: 1,
+        cpuUs: null,
         acked: null,
         stored: null,
         unanswered: null,
@@ -372,15 +394,38 @@ async function benchBaseline() {
  * @property {string} databaseUrl
  * @property {(source: string) => Promise<Map<string, number>>} storedVersions how many rows of that
  *   form the database holds per version
+ * @property {() => Promise<number>} underived events the server has not derived into deployments yet
  */
+
+/** Events not derived yet, and whether gaps wait: the same question on both databases. */
+const UNDERIVED_SQL =
+  'SELECT (SELECT coalesce(max(id), 0) FROM events) - (SELECT through FROM deployments_progress WHERE id = 1) ' +
+  '+ (SELECT count(*) FROM deployment_gaps) AS n'
+
+/**
+ * Waits (bounded) until the server has derived every event: each scenario then starts without the
+ * previous one's backlog competing with it.
+ * @param {Store} store
+ */
+async function settleDerivation(store) {
+  const deadline = Date.now() + 120_000
+  for (;;) {
+    const behind = await store.underived()
+    if (behind <= 0) return
+    if (Date.now() > deadline) throw new Error(`the server still had ${behind} events to derive after 120 s`)
+    await new Promise((resolve) => setTimeout(resolve, 200))
+  }
+}
 
 /**
  * Stored must equal acknowledged: every acknowledged event in the database exactly once, no version
  * twice, and nothing else but the requests cut off when a run stopped (sent, perhaps stored, their
  * answers dropped by autocannon: at most one per connection in each of the two runs).
+ * Versions with another scenario's prefix belong to that scenario and are left out.
  * @param {Store} store @param {string} source @param {CountedShape} shape @param {number} answered
+ * @param {string} prefix
  */
-async function checkStored(store, source, shape, answered) {
+async function checkStored(store, source, shape, answered, prefix) {
   /** @type {string[]} */
   const problems = []
   const counts = await store.storedVersions(source)
@@ -391,8 +436,8 @@ async function checkStored(store, source, shape, answered) {
   let duplicates = 0
   let unanswered = 0
   let unknown = 0
-  const prefix = source === 'deploy' ? '1.0.' : '2.0.'
   for (const [version, count] of counts) {
+    if (!version.startsWith(prefix) && VERSION_PREFIXES.some((p) => version.startsWith(p))) continue
     if (count > 1) duplicates += count - 1
     if (shape.acked.has(version)) continue
     const k = version.startsWith(prefix) ? Number(version.slice(prefix.length)) : Number.NaN
@@ -415,6 +460,8 @@ async function benchShiplog(store) {
     SHIPLOG_SECRET: randomBytes(32).toString('hex'),
     SHIPLOG_RATE_LIMIT: '10000000',
     LOG_LEVEL: serverLogLevel,
+    // The webhook scenario's receiver listens on 127.0.0.1.
+    SHIPLOG_WEBHOOK_ALLOW_PRIVATE: '1',
   }
   // The bench measures one process with its in-memory rate limiter.
   delete env.REDIS_URL
@@ -443,16 +490,20 @@ async function benchShiplog(store) {
     readyPath: '/readyz',
   })
   cleanups.push(server.stop)
+  const receiver = await slowReceiver(webhookDelayMs)
+  cleanups.push(receiver.close)
   try {
-    for (const [request, shape, source] of /** @type {const} */ ([
-      ['POST /deploy', deployShape(key), 'deploy'],
-      ['GET /put', putShape(key), 'put-get'],
-    ])) {
-      const scenario = `${store.dialect} ${request}`
-      const { warmup, measured } = await warmAndMeasure(server.url, shape, scenario)
+    /** @type {Array<[string, CountedShape, string, string, string]>} */
+    const scenarios = [
+      [`${store.dialect} POST /deploy`, deployShape(key), 'deploy', 'POST /deploy', '1.0.'],
+      [`${store.dialect} GET /put`, putShape(key), 'put-get', 'GET /put', '2.0.'],
+    ]
+    for (const [scenario, shape, source, request, prefix] of scenarios) {
+      await settleDerivation(store)
+      const { warmup, measured, cpuUs } = await warmAndMeasure(server.url, shape, scenario, server.pid)
       const problems = [...loadProblems(warmup, 'warm-up'), ...loadProblems(measured, 'measured')]
       const check = await withTimeout(
-        checkStored(store, source, shape, warmup.ok + measured.ok),
+        checkStored(store, source, shape, warmup.ok + measured.ok, prefix),
         60_000,
         'checking the stored events',
       )
@@ -466,13 +517,42 @@ async function benchShiplog(store) {
         warmup,
         measured,
         ratio: baseline?.measured?.okPerSecond ? measured.okPerSecond / baseline.measured.okPerSecond : null,
+        cpuUs,
         acked,
         stored,
         unanswered,
         problems,
       })
+      if (prefix !== '1.0.') continue
+      // Then the same form again with three webhooks (one per format) whose receiver answers only
+      // after webhookDelayMs: a slow target must not slow ingest (issue 12: within 5 %).
+      for (const [format, triggers] of /** @type {const} */ ([
+        ['json', ['--status', 'Deploying', '--status', 'Deployed', '--status', 'Failed']],
+        ['slack', ['--outcome', 'succeeded', '--outcome', 'failed']],
+        ['grafana', ['--outcome', 'succeeded', '--outcome', 'failed', '--grafana-token', 'bench-token']],
+      ])) {
+        await runNode(
+          [
+            shiplogBin,
+            ...['webhooks', 'create', '--account', 'Bench', '--url', `${receiver.url}/${format}`],
+            ...['--format', format, ...triggers],
+          ],
+          { env, cwd: root },
+        )
+      }
+      scenarios.push([
+        `${store.dialect} POST /deploy, 3 slow webhooks`,
+        deployShape(key, '3.0.'),
+        'deploy',
+        request,
+        '3.0.',
+      ])
     }
+    const hooked = rows.find((r) => r.target === store.dialect && r.scenario.endsWith('3 slow webhooks'))
+    if (hooked && receiver.received() === 0)
+      hooked.problems.push('the webhook receiver got no request: the webhooks were not active')
   } finally {
+    await receiver.close()
     await server.stop()
     serverLogs[store.dialect] = { ...summariseLog(logFile), logFile }
   }
@@ -493,6 +573,14 @@ function sqliteStore() {
             .all(source)
         )
         return new Map(rows.map((r) => [r.version, r.n]))
+      } finally {
+        db.close()
+      }
+    },
+    underived: async () => {
+      const db = new SqliteDatabase(file, { readonly: true, fileMustExist: true })
+      try {
+        return Number(/** @type {{ n: number }} */ (db.prepare(UNDERIVED_SQL).get()).n)
       } finally {
         db.close()
       }
@@ -529,6 +617,15 @@ async function postgresStore() {
           [source],
         )
         return new Map(res.rows.map((r) => [String(r.version), Number(r.n)]))
+      } finally {
+        await client.end()
+      }
+    },
+    underived: async () => {
+      const client = new pg.Client({ connectionString: databaseUrl, connectionTimeoutMillis: 5000 })
+      await client.connect()
+      try {
+        return Number((await client.query(UNDERIVED_SQL)).rows[0].n)
       } finally {
         await client.end()
       }
@@ -697,6 +794,7 @@ const header = [
   'non-2xx',
   'errors',
   'vs bare',
+  'srv µs/2xx',
   'stored/acked',
 ]
 const tableRows = rows.map((r) => {
@@ -710,6 +808,7 @@ const tableRows = rows.map((r) => {
     num(m?.non2xx),
     num(m?.errors),
     r.ratio === null ? '-' : `${num(r.ratio, 2)}x`,
+    num(r.cpuUs),
     r.stored === null
       ? '-'
       : `${r.stored}/${r.acked} ${r.stored === r.acked ? 'ok' : 'LOST'}` +
@@ -803,8 +902,22 @@ if (parts.has('ingest')) {
     '2xx/s and latencies are from the measured run (latency of 2xx answers only); "stored/acked": of the events ' +
       'acknowledged (2xx) in warm-up plus measured run, how many the database holds, each exactly once; "cut off" = ' +
       'events stored whose answer autocannon dropped when a run stopped (at most one per connection and run). ' +
-      'A duplicate or an event never sent fails the checks.',
+      'A duplicate or an event never sent fails the checks. "srv µs/2xx": the Shiplog process\'s user+system ' +
+      'CPU during the measured run per 2xx answer (the database server not counted).',
   )
+  for (const dialect of ['sqlite', 'postgres']) {
+    const plain = rows.find((r) => r.scenario === `${dialect} POST /deploy`)
+    const hooked = rows.find((r) => r.scenario === `${dialect} POST /deploy, 3 slow webhooks`)
+    if (!plain?.measured || !hooked?.measured) continue
+    const rate = hooked.measured.okPerSecond / plain.measured.okPerSecond
+    const cpu = plain.cpuUs && hooked.cpuUs ? hooked.cpuUs / plain.cpuUs : null
+    console.log(
+      `${dialect}: with 3 webhooks whose receiver answers after ${webhookDelayMs} ms, POST /deploy ran at ` +
+        `${num(rate * 100, 1)} % of its rate without them` +
+        (cpu === null ? '' : ` and used ${num(cpu * 100, 1)} % of the server CPU per answer`) +
+        ` (target: within 5 % of the rate)`,
+    )
+  }
 }
 if (parts.has('export')) {
   console.log('')
