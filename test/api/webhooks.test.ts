@@ -206,6 +206,12 @@ test('a receiver that fails three times then succeeds gets exactly one success',
   )
   const webhook = await ctx.database.db.selectFrom('webhooks').selectAll().executeTakeFirstOrThrow()
   assert.equal(webhook.failing_since, null)
+  // /metrics counts the attempts by outcome, and nothing waits any more.
+  const scraped = (await ctx.app.inject({ method: 'GET', url: '/metrics' })).payload
+  const sample = (name: string) => Number(new RegExp(`^${name} (\\S+)$`, 'm').exec(scraped)?.[1])
+  assert.equal(sample('shiplog_webhook_deliveries_total\\{outcome="failed"\\}'), 3)
+  assert.equal(sample('shiplog_webhook_deliveries_total\\{outcome="delivered"\\}'), 1)
+  assert.equal(sample('shiplog_webhook_queue_depth_deliveries'), 0)
 
   // A redelivery sends the same delivery id again.
   assert.equal(await redeliver(ctx.database.db, ctx.tenant.account.id, Number(row?.id)), true)
