@@ -2,6 +2,7 @@
 // retries, hostile targets, and exactly one queued delivery per event and trigger. Both databases.
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
+import { sql } from 'kysely'
 import type { DeliveryRow } from '../../src/db/schema.js'
 import { rebuildDeployments } from '../../src/domain/deployments/store.js'
 import { createWebhook, deliveryLog, redeliver } from '../../src/domain/webhooks/queries.js'
@@ -319,4 +320,41 @@ test('a webhook that only failed for a day is disabled and gets no new deliverie
   await send(ctx, 'api', '1.1', 'Deployed')
   await ctx.app.shiplog.deployments.current()
   assert.equal((await deliveries(ctx)).length, 1)
+})
+
+test('an event that commits late, below ids already derived, still triggers its webhooks once', async (t) => {
+  const ctx = await buildTestApp(t, { env: ENV })
+  const receiver = await startReceiver(t, (_req, res) => {
+    res.statusCode = 204
+    res.end()
+  })
+  await hook(ctx, receiver.url, { statuses: ['Deploying', 'Deployed'], outcomes: ['succeeded'] })
+  const at = Date.UTC(2026, 0, 2)
+  // An event with an id chosen here, as a transaction that was handed it earlier would commit it.
+  const insert = async (id: number, status: string, receivedAt: number) => {
+    const row = { account: ctx.tenant.account.id, service: 'api', environment: 'prod', version: '1.0' }
+    await sql`insert into events (id, account_id, service, environment, version, status, source, api_key_name, received_at)
+      ${sql.raw(ctx.database.dialect === 'postgres' ? 'overriding system value' : '')}
+      values (${id}, ${row.account}, ${row.service}, ${row.environment}, ${row.version}, ${status}, 'deploy', 'ci', ${receivedAt})`.execute(
+      ctx.database.db,
+    )
+  }
+  // Ids 1000 and 1002 commit first and are derived; 1001 commits only afterwards (another
+  // instance's slower transaction on PostgreSQL).
+  await insert(1000, 'Deploying', at)
+  await insert(1002, 'Deployed', at + 2000)
+  await ctx.app.shiplog.deployments.current()
+  await insert(1001, 'Deploying', at + 1000)
+  await ctx.app.shiplog.deployments.current()
+  const rows = await deliveries(ctx)
+  assert.deepEqual(
+    rows.map((r) => [Number(r.event_id), r.kind]).sort(),
+    [
+      [1000, 'status'],
+      [1001, 'status'],
+      [1002, 'outcome'],
+      [1002, 'status'],
+    ],
+    'the late Deploying is queued like the others, and nothing twice',
+  )
 })

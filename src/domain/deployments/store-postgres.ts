@@ -107,7 +107,10 @@ async function deriveBatch(
   for (const [key, group] of await loadGroups(trx, unknown)) loaded.set(key, group)
   const writes = planBatch(start, regrouped, loaded, now)
   await write(trx, writes, gaps.length > 0, cache)
-  if (batch.length > 0) await queueDeliveries(trx, batch, writes)
+  // Events that filled a gap (committed late, with a lower id) are new too: they trigger webhooks
+  // like the batch's (a delivery twice is impossible: one row per webhook, event and kind).
+  const arrived = gapEvents.length > 0 ? [...batch, ...gapEvents] : batch
+  if (arrived.length > 0) await queueDeliveries(trx, arrived, writes)
   return { writes, generation }
 }
 

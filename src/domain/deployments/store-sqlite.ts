@@ -184,10 +184,13 @@ function deriveBatch(
   }
   if (writes.through !== null) q(SQL.setThrough).run(writes.through)
   // Webhook deliveries are queued with the derivation that saw their events, in its transaction.
-  if (batch.length > 0) {
+  // Events that filled a gap (committed late, with a lower id) are new too; one row per webhook,
+  // event and kind keeps any of them from being queued twice.
+  const arrived = gapEvents.length > 0 ? [...batch, ...gapEvents] : batch
+  if (arrived.length > 0) {
     const webhooks = (q(SQL.webhooks).all() as TriggerColumns[]).map(toTrigger)
     const insert = q(SQL.insertDelivery)
-    for (const d of plannedDeliveries(batch, writes.deployments, webhooks, Date.now())) {
+    for (const d of plannedDeliveries(arrived, writes.deployments, webhooks, Date.now())) {
       insert.run(
         d.webhook_id,
         d.account_id,
