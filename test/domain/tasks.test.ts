@@ -51,7 +51,7 @@ test('a failing task is logged once, then counted; one line when it works again;
   assert.equal(log.lines.filter((l) => l.level === 'debug').length, calls - 3, 'a line per good run')
 })
 
-test('the app runs the key-usage flush, session clean-up, deployments catch-up and (on SQLite) the version index on its runner', async (t) => {
+test('the app runs the key-usage flush, session clean-up, deployments catch-up, webhook delivery and (on SQLite) the version index on its runner', async (t) => {
   const ctx = await buildTestApp(t)
   await ctx.app.ready()
   const names = Object.keys(ctx.app.shiplog.tasks.counters()).sort()
@@ -59,6 +59,7 @@ test('the app runs the key-usage flush, session clean-up, deployments catch-up a
     'deployments',
     'key-usage',
     'session-cleanup',
+    'webhook-delivery',
     ...(testDialect === 'sqlite' ? ['version-index'] : []),
   ]
   assert.deepEqual(names, expected.sort())
