@@ -123,6 +123,7 @@ export async function buildApp(options: BuildOptions): Promise<App> {
     publicUrl: config.publicUrl,
     version: packageVersion(),
     onAttempt: (outcome) => metrics.webhookDelivered(outcome),
+    log: app.log,
   })
   metrics.onWebhookQueueDepth(() => webhooks.queueDepth())
   tasks.add(webhooks.task())

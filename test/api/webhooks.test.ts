@@ -1,12 +1,15 @@
 // Webhook deliveries end to end against a real receiver on 127.0.0.1: signatures, the three formats,
 // retries, hostile targets, and exactly one queued delivery per event and trigger. Both databases.
 import assert from 'node:assert/strict'
+import { Writable } from 'node:stream'
 import { test } from 'node:test'
 import { sql } from 'kysely'
+import { buildApp } from '../../src/app.js'
+import { openDatabase } from '../../src/db/connect.js'
 import type { DeliveryRow } from '../../src/db/schema.js'
 import { rebuildDeployments } from '../../src/domain/deployments/store.js'
 import { createWebhook, deliveryLog, redeliver } from '../../src/domain/webhooks/queries.js'
-import { buildTestApp, TEST_SECRET, type TestApp } from '../helper.js'
+import { buildTestApp, freshDatabaseUrl, TEST_SECRET, type TestApp } from '../helper.js'
 import { deploy } from '../support/ui.js'
 import { startReceiver, verifySignature } from '../support/webhook-receiver.js'
 
@@ -356,5 +359,54 @@ test('an event that commits late, below ids already derived, still triggers its 
       [1002, 'status'],
     ],
     'the late Deploying is queued like the others, and nothing twice',
+  )
+})
+
+test('a failing webhook is logged once, without its path, and once more when it delivers again', async (t) => {
+  const lines: Array<{ level: number; msg: string }> = []
+  const stream = new Writable({
+    write(chunk: Buffer, _enc, done) {
+      for (const line of chunk.toString('utf8').split('\n').filter(Boolean)) lines.push(JSON.parse(line))
+      done()
+    },
+  })
+  // A database of its own, opened again for an app whose log this test reads.
+  const ctx = await buildTestApp(t, { env: ENV, databaseUrl: await freshDatabaseUrl(t) })
+  // Only the app below may send (the helper's own app would say nothing in this log).
+  await ctx.app.close()
+  const database = openDatabase(ctx.config.database)
+  t.after(() => database.close())
+  const app = await buildApp({ config: ctx.config, database, logger: { level: 'info', stream } })
+  t.after(() => app.close())
+  const receiver = await startReceiver(t, (_req, res, n) => {
+    res.statusCode = n <= 3 ? 500 : 200
+    res.end()
+  })
+  // A Slack-like URL: its path is the secret, and must not reach the log.
+  await hook(ctx, `${receiver.url}/services/T0/B0/secret-path-zq7`, { statuses: ['Deployed'] })
+  const res = await deploy(app, ctx.tenant.key, {
+    service: 'api',
+    environment: 'prod',
+    version: '1',
+    status: 'Deployed',
+  })
+  assert.equal(res.status, 201)
+  await app.shiplog.deployments.current()
+  for (let i = 0; i < 200 && receiver.received.length < 4; i++) {
+    await app.shiplog.webhooks.runOnce()
+    await new Promise((r) => setTimeout(r, 20))
+  }
+  assert.equal(receiver.received.length, 4)
+  const said = lines.filter((l) => /^webhook \d+ /.test(l.msg))
+  assert.deepEqual(
+    said.map((l) => [l.level, l.msg.replace(/ \(.*$/, '').replace(/;.*$/, '')]),
+    [
+      [40, `webhook ${said[0]?.msg.split(' ')[1]} is failing`],
+      [30, `webhook ${said[0]?.msg.split(' ')[1]} delivers again`],
+    ],
+  )
+  assert.ok(
+    !lines.some((l) => JSON.stringify(l).includes('secret-path-zq7')),
+    'the path stays out of the log',
   )
 })

@@ -41,6 +41,26 @@ export interface SenderOptions {
    * up) or refused by the address guard.
    */
   onAttempt?: (outcome: 'delivered' | 'failed' | 'abandoned' | 'refused') => void
+  /** Where a webhook that starts failing, recovers or is disabled is said, once each time. */
+  log?: SenderLog
+}
+
+/** The part of the app's logger the sender uses. */
+export interface SenderLog {
+  warn(fields: Record<string, unknown>, message: string): void
+  info(fields: Record<string, unknown>, message: string): void
+}
+
+/**
+ * Where a webhook points, for logs: scheme, host and port only. The path of a Slack incoming
+ * webhook, and any query string, is as good as a password.
+ */
+function targetForLog(url: string): string {
+  try {
+    return new URL(url).origin
+  } catch {
+    return '(unreadable URL)'
+  }
 }
 
 interface Attempt {
@@ -116,6 +136,9 @@ function iso(ms: number | null): string | null {
 }
 
 export class WebhookSender {
+  /** Webhooks this process has said are failing: said once, until one of their deliveries succeeds. */
+  readonly #failing = new Set<number>()
+
   constructor(
     private readonly database: Database,
     private readonly options: SenderOptions,
@@ -351,25 +374,38 @@ export class WebhookSender {
       })
       .where('id', '=', Number(d.id))
       .execute()
+    const id = Number(webhook.id)
+    const fields = { webhook: id, account: Number(webhook.account_id), target: targetForLog(webhook.url) }
     if (ok) {
-      await db
-        .updateTable('webhooks')
-        .set({ failing_since: null })
-        .where('id', '=', Number(webhook.id))
-        .execute()
+      await db.updateTable('webhooks').set({ failing_since: null }).where('id', '=', id).execute()
+      if (this.#failing.delete(id)) this.options.log?.info(fields, `webhook ${id} delivers again`)
       return
+    }
+    if (!this.#failing.has(id)) {
+      this.#failing.add(id)
+      this.options.log?.warn(
+        { ...fields, error },
+        `webhook ${id} is failing (${error}); deliveries are retried with backoff for up to 24 hours, ` +
+          'and Settings → Webhooks lists every attempt',
+      )
     }
     await db
       .updateTable('webhooks')
       .set({ failing_since: sql<number>`coalesce(failing_since, ${now})` })
       .where('id', '=', Number(webhook.id))
       .execute()
-    await db
+    const disabled = await db
       .updateTable('webhooks')
       .set({ enabled: 0, disabled_at: now })
-      .where('id', '=', Number(webhook.id))
+      .where('id', '=', id)
       .where('enabled', '=', 1)
       .where('failing_since', '<=', now - DISABLE_AFTER_MS)
-      .execute()
+      .executeTakeFirst()
+    if (Number(disabled.numUpdatedRows) > 0) {
+      this.options.log?.warn(
+        fields,
+        `webhook ${id} is disabled: its deliveries failed for 24 hours (re-enable it in Settings → Webhooks)`,
+      )
+    }
   }
 }
