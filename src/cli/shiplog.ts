@@ -248,6 +248,17 @@ function formatTime(ms: number | null): string {
   return ms === null ? '-' : new Date(ms).toISOString().replace(/\.\d{3}Z$/, 'Z')
 }
 
+/** Prints rows as columns padded to their widest cell (the last column is not padded). */
+function printTable(rows: readonly string[][]): void {
+  const widths = rows[0]?.map((_, col) => Math.max(...rows.map((r) => [...(r[col] ?? '')].length))) ?? []
+  for (const row of rows) {
+    const line = row
+      .map((cell, col) => (col === row.length - 1 ? cell : cell.padEnd(widths[col] ?? 0)))
+      .join('  ')
+    process.stdout.write(`${line}\n`)
+  }
+}
+
 async function keysList(args: string[]): Promise<void> {
   const { values } = parseArgs({ args, options: { account: { type: 'string' } }, strict: true })
   const accountName = required(values, 'account', 'shiplog keys list --account NAME')
@@ -267,13 +278,7 @@ async function keysList(args: string[]): Promise<void> {
         k.revoked_at === null ? 'active' : `revoked ${formatTime(k.revoked_at)}`,
       ]),
     ]
-    const widths = rows[0]?.map((_, col) => Math.max(...rows.map((r) => [...(r[col] ?? '')].length))) ?? []
-    for (const row of rows) {
-      const line = row
-        .map((cell, col) => (col === row.length - 1 ? cell : cell.padEnd(widths[col] ?? 0)))
-        .join('  ')
-      process.stdout.write(`${line}\n`)
-    }
+    printTable(rows)
   })
 }
 
@@ -391,13 +396,7 @@ async function webhooksList(args: string[]): Promise<void> {
             : 'active',
       ]),
     ]
-    const widths = rows[0]?.map((_, col) => Math.max(...rows.map((r) => [...(r[col] ?? '')].length))) ?? []
-    for (const row of rows) {
-      const line = row
-        .map((cell, col) => (col === row.length - 1 ? cell : cell.padEnd(widths[col] ?? 0)))
-        .join('  ')
-      process.stdout.write(`${line}\n`)
-    }
+    printTable(rows)
   })
 }
 
