@@ -207,6 +207,22 @@ export interface WebhookDeliveriesTable {
   finished_at: EpochMs | null
 }
 
+export type AuditActorKind = 'user' | 'key' | 'cli' | 'system' | 'anonymous'
+
+export interface AuditEntriesTable {
+  id: Generated<number>
+  account_id: number | null
+  at: EpochMs
+  actor_kind: AuditActorKind
+  actor_id: number | null
+  actor: string
+  address: string | null
+  action: string
+  target: string | null
+  /** A JSON object of what changed; never a secret. */
+  details: string
+}
+
 export interface DB {
   accounts: AccountsTable
   users: UsersTable
@@ -224,6 +240,7 @@ export interface DB {
   services: ServicesTable
   webhooks: WebhooksTable
   webhook_deliveries: WebhookDeliveriesTable
+  audit_entries: AuditEntriesTable
 }
 
 export type Account = Selectable<AccountsTable>
@@ -234,3 +251,4 @@ export type NewEvent = Insertable<EventsTable>
 export type DeploymentRow = Selectable<DeploymentsTable>
 export type WebhookRow = Selectable<WebhooksTable>
 export type DeliveryRow = Selectable<WebhookDeliveriesTable>
+export type AuditEntryRow = Selectable<AuditEntriesTable>

@@ -1,0 +1,93 @@
+// The audit log (SPEC §10): one entry for each security-relevant action, written by the caller in
+// the same transaction as the change it records, so an entry exists exactly when the change does.
+import type { Kysely } from 'kysely'
+import type { AuditActorKind, DB } from '../../db/schema.js'
+
+/** Who did it: a signed-in user, an API key, the operator's command line, Shiplog itself, or nobody known. */
+export interface AuditActor {
+  readonly kind: AuditActorKind
+  /** The user's or key's id; null for the command line, the system and anonymous callers. */
+  readonly id: number | null
+  /** What a reader recognises: the user's email, the key's name, `cli (user@host)`, `shiplog`. */
+  readonly name: string
+}
+
+/**
+ * The actions the log knows, in dotted `subject.verb` form. A reader filters on these, so they are
+ * stable: add new ones, never rename.
+ */
+export const AUDIT_ACTIONS = [
+  'login.succeeded',
+  'login.failed',
+  'logout',
+  'password.changed',
+  'key.created',
+  'key.revoked',
+  'user.added',
+  'user.removed',
+  'user.role_changed',
+  'settings.changed',
+  'webhook.created',
+  'webhook.deleted',
+  'webhook.changed',
+  'export.downloaded',
+] as const
+export type AuditAction = (typeof AUDIT_ACTIONS)[number]
+
+export function isAuditAction(value: string): value is AuditAction {
+  return (AUDIT_ACTIONS as readonly string[]).includes(value)
+}
+
+/** A value in `details`: plain data only. Secrets never go here (keys, passwords, tokens, hashes). */
+export type AuditDetail = string | number | boolean | null | readonly string[]
+
+export interface AuditEntryInput {
+  /** The account the action belongs to; null when there is none (a failed login for no account). */
+  readonly accountId: number | null
+  readonly actor: AuditActor
+  /** The client's address as the server saw it (request.ip), null from the command line. */
+  readonly address: string | null
+  readonly action: AuditAction
+  /** What it was done to, in words: the key's name, the user's email, the webhook's origin. */
+  readonly target?: string | null
+  readonly details?: Readonly<Record<string, AuditDetail>>
+  /** Defaults to now; tests and imports may pin it. */
+  readonly at?: number
+}
+
+/** Field names that must never appear in details, whatever a caller passes. */
+const SECRET_NAMES = /pass|secret|token|digest|hash|key$|^key|cookie|session|authorization/i
+
+/**
+ * Appends one entry. Pass the transaction that makes the change so the two commit together; pass
+ * the plain handle only for actions that change nothing else (a failed login, a download).
+ */
+export async function recordAudit(db: Kysely<DB>, entry: AuditEntryInput): Promise<void> {
+  const details: Record<string, AuditDetail> = {}
+  for (const [name, value] of Object.entries(entry.details ?? {})) {
+    if (SECRET_NAMES.test(name)) throw new Error(`audit details must not hold a secret (field "${name}")`)
+    details[name] = value
+  }
+  await db
+    .insertInto('audit_entries')
+    .values({
+      account_id: entry.accountId,
+      at: entry.at ?? Date.now(),
+      actor_kind: entry.actor.kind,
+      actor_id: entry.actor.id,
+      actor: entry.actor.name.slice(0, 320),
+      address: entry.address,
+      action: entry.action,
+      target: entry.target === undefined || entry.target === null ? null : entry.target.slice(0, 500),
+      details: JSON.stringify(details),
+    })
+    .execute()
+}
+
+/** The actor for commands run by an operator on the server's machine. */
+export function cliActor(): AuditActor {
+  const user = process.env.SUDO_USER ?? process.env.USER ?? process.env.LOGNAME ?? 'unknown'
+  return { kind: 'cli', id: null, name: `cli (${user})` }
+}
+
+export const SYSTEM_ACTOR: AuditActor = { kind: 'system', id: null, name: 'shiplog' }
