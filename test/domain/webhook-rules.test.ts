@@ -34,10 +34,24 @@ test('internal addresses are refused, in every spelling', () => {
     '::ffff:7f00:1',
     '::ffff:a9fe:a9fe',
     '[::ffff:192.168.0.1]',
+    // IPv4 inside IPv6: compatible, NAT64 (well-known and local-use), 6to4, Teredo (inverted).
+    '::127.0.0.1',
+    '64:ff9b::10.0.0.1',
+    '64:ff9b:1::a00:1',
+    '2002:7f00:1::1',
+    '2002:a9fe:a9fe::',
+    '2001:0:4136:e378:8000:63bf:80ff:fffe',
   ]) {
     assert.ok(refusedAddress(address), address)
   }
-  for (const address of ['8.8.8.8', '1.1.1.1', '2606:4700:4700::1111', '::ffff:8.8.8.8']) {
+  for (const address of [
+    '8.8.8.8',
+    '1.1.1.1',
+    '2606:4700:4700::1111',
+    '::ffff:8.8.8.8',
+    '2002:808:808::1',
+    '2001:0:4136:e378:8000:63bf:f7f7:f7f7',
+  ]) {
     assert.equal(refusedAddress(address), null, address)
   }
   assert.match(String(checkWebhookUrl('http://[::ffff:127.0.0.1]:8080/', false)), /loopback, private/)

@@ -29,17 +29,40 @@ for (const [net, bits] of [
 ] as const)
   refused.addSubnet(net, bits, 'ipv6')
 
-/** The IPv4 address an IPv6 one stands for (mapped ::ffff:a.b.c.d, compatible, NAT64), if any. */
-function embeddedIpv4(address: string): string | null {
-  const lower = address.toLowerCase()
-  const dotted = /^(?:::ffff:|::|64:ff9b::)(\d+\.\d+\.\d+\.\d+)$/.exec(lower)
-  if (dotted?.[1]) return dotted[1]
-  const hex = /^(?:::ffff:|::|64:ff9b::)([0-9a-f]{1,4}):([0-9a-f]{1,4})$/.exec(lower)
-  if (hex?.[1] && hex[2]) {
-    const hi = Number.parseInt(hex[1], 16)
-    const lo = Number.parseInt(hex[2], 16)
-    return `${hi >> 8}.${hi & 255}.${lo >> 8}.${lo & 255}`
+/** The sixteen bytes of an IPv6 address in text form (already checked by isIP), as 8 groups. */
+function ipv6Groups(address: string): number[] {
+  let text = address.toLowerCase()
+  const dotted = /(\d+)\.(\d+)\.(\d+)\.(\d+)$/.exec(text)
+  if (dotted) {
+    const [a, b, c, d] = dotted.slice(1).map(Number) as [number, number, number, number]
+    text = `${text.slice(0, dotted.index)}${((a << 8) | b).toString(16)}:${((c << 8) | d).toString(16)}`
   }
+  const [head = '', tail] = text.split('::')
+  const left = head === '' ? [] : head.split(':')
+  const right = tail === undefined || tail === '' ? [] : tail.split(':')
+  const middle = tail === undefined ? [] : new Array<string>(8 - left.length - right.length).fill('0')
+  return [...left, ...middle, ...right].map((group) => Number.parseInt(group, 16))
+}
+
+function dottedQuad(hi: number, lo: number): string {
+  return `${hi >> 8}.${hi & 255}.${lo >> 8}.${lo & 255}`
+}
+
+/**
+ * The IPv4 address an IPv6 one stands for, if any: mapped (::ffff:a.b.c.d), compatible (::a.b.c.d),
+ * NAT64 (64:ff9b::/96 and the local-use 64:ff9b:1::/48), 6to4 (2002:aabb:ccdd::/48) and Teredo
+ * (2001:0::/32, the client's address stored inverted in the last 32 bits). Each can carry a packet
+ * to the IPv4 address inside, so each is judged by it.
+ */
+function embeddedIpv4(address: string): string | null {
+  const g = ipv6Groups(address)
+  if (g.length !== 8 || g.some((n) => Number.isNaN(n))) return null
+  const [g0, g1, g2, , , g5, g6, g7] = g as [number, number, number, number, number, number, number, number]
+  const zeroTo = (n: number) => g.slice(0, n).every((x) => x === 0)
+  if (zeroTo(5) && (g5 === 0xffff || g5 === 0) && !(g5 === 0 && g6 === 0)) return dottedQuad(g6, g7)
+  if (g0 === 0x64 && g1 === 0xff9b && (g2 === 0 || g2 === 1)) return dottedQuad(g6, g7)
+  if (g0 === 0x2002) return dottedQuad(g1, g2)
+  if (g0 === 0x2001 && g1 === 0) return dottedQuad(g6 ^ 0xffff, g7 ^ 0xffff)
   return null
 }
 
