@@ -137,10 +137,13 @@ function progressReporter(): CopyProgress & { stop(): void } {
       }
     },
     tableDone(table, rows) {
-      if (!bar) process.stderr.write(`copy: table ${table} done (${rows} rows)\n`)
+      if (!bar && rows > 0) process.stderr.write(`copy: table ${table} done (${rows} rows)\n`)
+    },
+    indexing() {
+      bar?.stop()
+      process.stderr.write('copy: building indexes…\n')
     },
     verifying() {
-      bar?.stop()
       process.stderr.write('copy: verifying row counts and checksums…\n')
     },
     stop() {

@@ -6,7 +6,8 @@ import type { Database } from '../../db/connect.js'
 import { migrateToLatest } from '../../db/migrate.js'
 import { TableChecksum, type TableSummary } from './checksum.js'
 import { firstTableWithData, SEEDED_BY_MIGRATIONS } from './load.js'
-import { DEFAULT_BATCH_ROWS, keyOf, openSnapshot, openWriter, type Snapshot } from './rows.js'
+import { type IndexDefinition, secondaryIndexes } from './indexes.js'
+import { DEFAULT_BATCH_ROWS, keyOf, openSnapshot, openWriter, type Snapshot, type Writer } from './rows.js'
 import { allTableNames, applicationTables, quoteIdent, schemaVersion, type TableInfo } from './tables.js'
 
 /** The target's record of an unfinished copy: which installation, and how far each table got. */
@@ -20,6 +21,8 @@ export interface CopyProgress {
   /** Rows of `table` copied so far (resumed rows included). */
   advance(table: string, copied: number): void
   tableDone(table: string, rows: number): void
+  /** The rows are in; the indexes dropped for the bulk load are being built. */
+  indexing?(): void
   verifying(): void
 }
 
@@ -119,8 +122,11 @@ export async function copyDatabase(source: Database, target: Database, options: 
             : `the target already holds another installation (table ${holding} has rows): copy needs a new or empty database`,
         )
       }
-      await startProgress(target, identity)
-      progress = new Map([['source', identity]])
+      const indexes = await startProgress(target, targetTables, identity)
+      progress = new Map([
+        ['source', identity],
+        ['indexes', JSON.stringify(indexes)],
+      ])
     }
 
     const states = new Map(tables.map((t) => [t.name, parseState(progress?.get(`table:${t.name}`))]))
@@ -132,7 +138,7 @@ export async function copyDatabase(source: Database, target: Database, options: 
     options.progress?.start(totals)
 
     let copiedRows = 0
-    const writer = await openWriter(target)
+    const writer = await openWriter(target, { relaxedDurability: true })
     try {
       for (const table of tables) {
         const state = states.get(table.name) as TableState
@@ -160,7 +166,9 @@ export async function copyDatabase(source: Database, target: Database, options: 
       }
       await writer.begin()
       for (const table of tables) await writer.raiseSequence(table, await snapshot.sequenceValue(table))
-      await writer.commit()
+      await writer.durableCommit()
+      options.progress?.indexing?.()
+      await recreateIndexes(target, writer, JSON.parse(progress.get('indexes') ?? '[]') as IndexDefinition[])
     } finally {
       await writer.release()
     }
@@ -196,15 +204,26 @@ export async function copyDatabase(source: Database, target: Database, options: 
   }
 }
 
-async function startProgress(target: Database, identity: string): Promise<void> {
+/**
+ * Marks the target as this installation's unfinished copy, empties the tables migrations seeded, and
+ * drops the secondary indexes (kept in the progress table, so a resumed copy still rebuilds them).
+ */
+async function startProgress(target: Database, tables: readonly TableInfo[], identity: string): Promise<IndexDefinition[]> {
+  const indexes = await secondaryIndexes(target, tables)
   const writer = await openWriter(target)
   try {
     await writer.begin()
     await writer.run(`create table ${quoteIdent(PROGRESS_TABLE)} (name text primary key, value text not null)`)
     await writer.run(`insert into ${quoteIdent(PROGRESS_TABLE)} (name, value) values (?, ?)`, ['source', identity])
+    await writer.run(`insert into ${quoteIdent(PROGRESS_TABLE)} (name, value) values (?, ?)`, [
+      'indexes',
+      JSON.stringify(indexes),
+    ])
     // The starting rows migrations wrote give way to the source's.
     for (const seeded of SEEDED_BY_MIGRATIONS) await writer.run(`delete from ${quoteIdent(seeded)}`)
+    for (const index of indexes) await writer.run(`drop index ${quoteIdent(index.name)}`)
     await writer.commit()
+    return indexes
   } catch (err) {
     await writer.rollback()
     throw err
@@ -213,7 +232,19 @@ async function startProgress(target: Database, identity: string): Promise<void> 
   }
 }
 
-async function saveState(writer: Awaited<ReturnType<typeof openWriter>>, table: string, state: TableState) {
+/** Builds the dropped indexes again, each in its own transaction; ones already rebuilt are skipped. */
+async function recreateIndexes(target: Database, writer: Writer, indexes: readonly IndexDefinition[]): Promise<void> {
+  const tables = await applicationTables(target)
+  const present = new Set((await secondaryIndexes(target, tables)).map((i) => i.name))
+  for (const index of indexes) {
+    if (present.has(index.name)) continue
+    await writer.begin()
+    await writer.run(index.definition)
+    await writer.durableCommit()
+  }
+}
+
+async function saveState(writer: Writer, table: string, state: TableState) {
   const name = `table:${table}`
   const value = JSON.stringify(state)
   await writer.run(`delete from ${quoteIdent(PROGRESS_TABLE)} where name = ?`, [name])

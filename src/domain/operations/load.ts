@@ -9,6 +9,7 @@ import type { Database } from '../../db/connect.js'
 import { migrateToLatest } from '../../db/migrate.js'
 import { type Row, TableChecksum, type TableSummary } from './checksum.js'
 import { DUMP_FORMAT, DUMP_FORMAT_VERSION, type DumpHeader, type DumpTableLine, type DumpTrailer } from './dump.js'
+import { secondaryIndexes } from './indexes.js'
 import { DEFAULT_BATCH_ROWS, openWriter, type Writer } from './rows.js'
 import { appliedMigrations, applicationTables, quoteIdent, type TableInfo } from './tables.js'
 
@@ -145,7 +146,12 @@ export async function loadDump(
       for (const seeded of SEEDED_BY_MIGRATIONS) {
         if (byName.has(seeded)) await writer.run(`delete from ${quoteIdent(seeded)}`)
       }
+      // Built once over all rows at the end rather than updated row by row; inside the same
+      // transaction, so a failed load leaves them as they were.
+      const indexes = await secondaryIndexes(database, tables)
+      for (const index of indexes) await writer.run(`drop index ${quoteIdent(index.name)}`)
       const loaded = await readTables(writer, byName, next, () => lineNumber, onTable)
+      for (const index of indexes) await writer.run(index.definition)
       await writer.commit()
       return { tables: loaded, header }
     } catch (err) {

@@ -160,14 +160,26 @@ export interface Writer {
   insert(table: TableInfo, rows: Row[]): Promise<void>
   /** Runs a statement with `?` placeholders; gives the rows as objects. */
   run<T>(text: string, params?: unknown[]): Promise<T[]>
+  /** Makes the open transaction's commit wait for the disk, whatever the writer's durability. */
+  durableCommit(): Promise<void>
   /** Moves the table's sequence past `atLeast` and past its largest id, so new rows get new ids. */
   raiseSequence(table: TableInfo, atLeast: number | null): Promise<void>
   release(): Promise<void>
 }
 
-export async function openWriter(database: Database): Promise<Writer> {
+export interface WriterOptions {
+  /**
+   * Commit without waiting for the disk (PostgreSQL synchronous_commit off, SQLite synchronous
+   * NORMAL in WAL mode): a crash may lose the last few commits but never leaves one half-applied.
+   * For copy, whose progress commits with each batch, so a lost batch is simply copied again.
+   */
+  relaxedDurability?: boolean
+}
+
+export async function openWriter(database: Database, options: WriterOptions = {}): Promise<Writer> {
   if (database.dialect === 'sqlite') {
     const { sqlite } = database
+    if (options.relaxedDurability) sqlite.exec('pragma synchronous = normal')
     return {
       dialect: 'sqlite',
       async begin() {
@@ -175,6 +187,12 @@ export async function openWriter(database: Database): Promise<Writer> {
       },
       async commit() {
         sqlite.exec('commit')
+      },
+      async durableCommit() {
+        // SQLite's synchronous setting cannot change inside a transaction; a checkpoint after the
+        // commit puts the WAL on disk.
+        sqlite.exec('commit')
+        sqlite.exec('pragma wal_checkpoint(passive)')
       },
       async rollback() {
         if (sqlite.inTransaction) sqlite.exec('rollback')
@@ -204,11 +222,13 @@ export async function openWriter(database: Database): Promise<Writer> {
       },
       async release() {
         if (sqlite.inTransaction) sqlite.exec('rollback')
+        if (options.relaxedDurability) sqlite.exec('pragma synchronous = full')
       },
     }
   }
   const client = await database.pool.connect()
   let broken: Error | undefined
+  if (options.relaxedDurability) await client.query('set synchronous_commit = off')
   return {
     dialect: 'postgres',
     async begin() {
@@ -216,6 +236,10 @@ export async function openWriter(database: Database): Promise<Writer> {
       await client.query('set local statement_timeout = 0')
     },
     async commit() {
+      await client.query('commit')
+    },
+    async durableCommit() {
+      await client.query('set local synchronous_commit = on')
       await client.query('commit')
     },
     async rollback() {
@@ -244,6 +268,11 @@ export async function openWriter(database: Database): Promise<Writer> {
       if (target > 0) await client.query('select setval($1, $2, true)', [name, target])
     },
     async release() {
+      if (options.relaxedDurability && !broken) {
+        await client.query('reset synchronous_commit').catch((err: Error) => {
+          broken = err
+        })
+      }
       client.release(broken)
     },
   }
