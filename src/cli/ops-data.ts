@@ -2,6 +2,7 @@
 import { existsSync } from 'node:fs'
 import { parseArgs } from 'node:util'
 import cliProgress from 'cli-progress'
+import { sql } from 'kysely'
 import { type DatabaseTarget, loadConfig, parseDatabaseUrl, redactUrl } from '../config.js'
 import { type Database, openDatabase } from '../db/connect.js'
 import { type CopyProgress, copyDatabase } from '../domain/operations/copy.js'
@@ -29,8 +30,8 @@ async function openChecked(target: DatabaseTarget, role: string, mustExist: bool
   }
   const database = openDatabase(target, { poolSize: 3 })
   try {
-    if (database.dialect === 'postgres') await database.pool.query('select 1')
-    else database.sqlite.exec('select 1')
+    // Through Kysely, not the pool: Kysely ends the pool on close only once it has used it.
+    await sql`select 1`.execute(database.db)
     return database
   } catch (err) {
     await database.close().catch(() => {})
