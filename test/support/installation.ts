@@ -27,8 +27,21 @@ export interface Filled {
   maxEventId: number
 }
 
-/** Fills the (migrated or new) database at `databaseUrl`; returns what a test logs in and records with. */
-export async function fillInstallation(t: Cleanup, databaseUrl: string): Promise<Filled> {
+/**
+ * Fills the (migrated or new) database at `databaseUrl`; returns what a test logs in and records
+ * with. The app it fills through is closed again before returning (flushing key usage), so the
+ * database holds still while it is dumped or copied.
+ */
+export async function fillInstallation(_t: Cleanup, databaseUrl: string): Promise<Filled> {
+  const closers: (() => Promise<void> | void)[] = []
+  try {
+    return await fill({ after: (fn) => closers.push(fn) }, databaseUrl)
+  } finally {
+    for (const close of closers.reverse()) await close()
+  }
+}
+
+async function fill(t: Cleanup, databaseUrl: string): Promise<Filled> {
   const ctx = await buildTestApp(t, { databaseUrl })
   const { database, tenant, app } = ctx
   await createUserIn(database, tenant.account.id, EMAIL)
