@@ -45,21 +45,28 @@ export async function benchCopy({ rows, pgServerUrl }) {
   await admin(pgServerUrl, `CREATE DATABASE "${name}"`)
   try {
     const seedStarted = Date.now()
-    await runNode([shiplogBin, 'users', 'create', '--account', 'Bench', '--email', 'b@x.io', '--password-stdin'], {
-      env,
-      cwd: root,
-      input: 'pw12345678\n',
-    })
+    await runNode(
+      [shiplogBin, 'users', 'create', '--account', 'Bench', '--email', 'b@x.io', '--password-stdin'],
+      {
+        env,
+        cwd: root,
+        input: 'pw12345678\n',
+      },
+    )
     await runNode([shiplogBin, 'keys', 'create', '--account', 'Bench', '--name', 'bench'], { env, cwd: root })
     seedSqlite(file, historyPlan(rows, Date.now()), sqliteSeedTarget(file))
     const seedSeconds = (Date.now() - seedStarted) / 1000
 
     const started = Date.now()
-    const child = spawn(process.execPath, [shiplogBin, 'copy', '--from', `sqlite:${file}`, '--to', target.toString()], {
-      env,
-      cwd: root,
-      stdio: ['ignore', 'ignore', 'pipe'],
-    })
+    const child = spawn(
+      process.execPath,
+      [shiplogBin, 'copy', '--from', `sqlite:${file}`, '--to', target.toString()],
+      {
+        env,
+        cwd: root,
+        stdio: ['ignore', 'ignore', 'pipe'],
+      },
+    )
     const rss = sampleRss(/** @type {number} */ (child.pid), 100)
     let stderr = ''
     child.stderr.on('data', (chunk) => {

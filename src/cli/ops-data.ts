@@ -77,7 +77,8 @@ export async function dumpCommand(args: string[]): Promise<void> {
 export async function loadCommand(args: string[]): Promise<void> {
   const { positionals } = parseArgs({ args, options: {}, allowPositionals: true, strict: true })
   const file = positionals[0]
-  if (positionals.length !== 1 || !file) throw new OpsDataError('one dump file is required (shiplog load FILE)', 2)
+  if (positionals.length !== 1 || !file)
+    throw new OpsDataError('one dump file is required (shiplog load FILE)', 2)
   if (!existsSync(file)) throw new OpsDataError(`${file}: no such file`)
   const config = loadConfig()
   const database = await openChecked(config.database, 'DATABASE_URL', false)
@@ -99,7 +100,8 @@ function progressReporter(): CopyProgress & { stop(): void } {
   const bar = tty
     ? new cliProgress.SingleBar(
         {
-          format: 'copy |{bar}| {percentage}% {value}/{total} rows | {rate} rows/s | ETA {eta_formatted} | {table}',
+          format:
+            'copy |{bar}| {percentage}% {value}/{total} rows | {rate} rows/s | ETA {eta_formatted} | {table}',
           stream: process.stderr,
           hideCursor: true,
           etaBuffer: 50,
@@ -120,7 +122,10 @@ function progressReporter(): CopyProgress & { stop(): void } {
       for (const t of totals) previous.set(t.table, t.done)
       done = totals.reduce((n, t) => n + t.done, 0)
       if (bar) bar.start(total, done, { rate: 0, table: '' })
-      else process.stderr.write(`copy: ${total} rows in ${totals.length} tables${done > 0 ? `, resuming after ${done}` : ''}\n`)
+      else
+        process.stderr.write(
+          `copy: ${total} rows in ${totals.length} tables${done > 0 ? `, resuming after ${done}` : ''}\n`,
+        )
     },
     advance(table, copied) {
       const delta = copied - (previous.get(table) ?? 0)

@@ -29,8 +29,8 @@ import { ensureSecret } from '../domain/settings.js'
 import { isUserRole, nameProblem, printableName, USER_ROLES } from '../domain/text-rules.js'
 import { createWebhook, deleteWebhook, listWebhooks, WebhookInputError } from '../domain/webhooks/queries.js'
 import { PACKAGE_JSON } from '../paths.js'
-import { copyCommand, dumpCommand, loadCommand, OpsDataError } from './ops-data.js'
 import { serveUntilSignalled } from '../server.js'
+import { copyCommand, dumpCommand, loadCommand, OpsDataError } from './ops-data.js'
 
 /** A failure to report in one line on stderr; exit code 1 unless said otherwise. */
 class CliError extends Error {

@@ -77,7 +77,11 @@ test('copy killed with SIGKILL mid-table resumes, verifies, and the old key and 
   let copied = 0
   await withTimeout(
     (async () => {
-      while ((copied = await committedEvents(target)) < 2_000) await sleep(25)
+      for (;;) {
+        copied = await committedEvents(target)
+        if (copied >= 2_000) return
+        await sleep(25)
+      }
     })(),
     60_000,
     `the copy never got going: ${stderr}`,
@@ -117,15 +121,34 @@ test('copy into another installation, or with wrong URLs: one line, non-zero exi
 
   const refused = await cli(['copy', '--from', source, '--to', other])
   assert.equal(refused.code, 1)
-  assert.match(refused.stderr, /^shiplog: the target already holds another installation \(table accounts has rows\)/)
+  assert.match(
+    refused.stderr,
+    /^shiplog: the target already holds another installation \(table accounts has rows\)/,
+  )
   assert.equal(refused.stderr.trim().split('\n').length, 1, refused.stderr)
   assert.deepEqual(await rowCounts(other), before)
 
   const cases: [string[], number, RegExp][] = [
-    [['copy', '--from', 'mysql://db/x', '--to', other], 2, /^shiplog: --from must start with sqlite: or postgres:\/\//],
-    [['copy', '--from', source, '--to', 'http://x'], 2, /^shiplog: --to must start with sqlite: or postgres:\/\//],
-    [['copy', '--from', 'sqlite:/nonexistent/dir/x.db', '--to', other], 1, /^shiplog: --from sqlite:\/nonexistent\/dir\/x\.db: no such database file/],
-    [['copy', '--from', source, '--to', 'postgres://nobody@127.0.0.1:1/none'], 1, /^shiplog: --to postgres:\/\/nobody@127\.0\.0\.1:1\/none cannot be opened: /],
+    [
+      ['copy', '--from', 'mysql://db/x', '--to', other],
+      2,
+      /^shiplog: --from must start with sqlite: or postgres:\/\//,
+    ],
+    [
+      ['copy', '--from', source, '--to', 'http://x'],
+      2,
+      /^shiplog: --to must start with sqlite: or postgres:\/\//,
+    ],
+    [
+      ['copy', '--from', 'sqlite:/nonexistent/dir/x.db', '--to', other],
+      1,
+      /^shiplog: --from sqlite:\/nonexistent\/dir\/x\.db: no such database file/,
+    ],
+    [
+      ['copy', '--from', source, '--to', 'postgres://nobody@127.0.0.1:1/none'],
+      1,
+      /^shiplog: --to postgres:\/\/nobody@127\.0\.0\.1:1\/none cannot be opened: /,
+    ],
     [['copy', '--from', source, '--to', source], 2, /^shiplog: --from and --to name the same database/],
     [['copy', '--to', other], 2, /^shiplog: --from is required/],
     [['copy', '--from', source, '--to', other, '--batch-rows', '0'], 2, /^shiplog: --batch-rows must be/],

@@ -42,7 +42,16 @@ test('dump → load round-trips exactly, here and across to the other database a
   assert.match(String(header.schema), /^\d{4}_\d{2}_\d{2}_\d{4}_/)
   writeFileSync(join(dir, 'first.ndjson'), text)
   const original = trailerOf(join(dir, 'first.ndjson'))
-  for (const table of ['accounts', 'users', 'api_keys', 'events', 'deployments', 'webhooks', 'settings', 'sessions']) {
+  for (const table of [
+    'accounts',
+    'users',
+    'api_keys',
+    'events',
+    'deployments',
+    'webhooks',
+    'settings',
+    'sessions',
+  ]) {
     assert.ok((original[table] as { rows: number }).rows > 0, `the dump holds ${table} rows`)
   }
 
@@ -92,9 +101,15 @@ test('a truncated, corrupted, newer or foreign dump, or an occupied target: one 
     return path
   }
   const cases: [string, RegExp][] = [
-    [variant('truncated.ndjson', (c) => c.slice(0, eventsAt + 2)), /ends after line \d+ without its trailer: it is truncated/],
     [
-      variant('cut-mid-line.ndjson', (c) => [...c.slice(0, eventsAt + 1), (c[eventsAt + 1] ?? '').slice(0, 10)]),
+      variant('truncated.ndjson', (c) => c.slice(0, eventsAt + 2)),
+      /ends after line \d+ without its trailer: it is truncated/,
+    ],
+    [
+      variant('cut-mid-line.ndjson', (c) => [
+        ...c.slice(0, eventsAt + 1),
+        (c[eventsAt + 1] ?? '').slice(0, 10),
+      ]),
       new RegExp(`^shiplog: line ${eventsAt + 2}: not valid JSON`),
     ],
     [

@@ -49,10 +49,15 @@ test('every table in the migrated database is dumped and copied, or excluded for
   const covered = (await applicationTables(database)).map((table) => table.name)
   for (const name of await allTableNames(database)) {
     const excluded = name in EXCLUDED_TABLES || (database.dialect === 'sqlite' && SQLITE_OWNED.test(name))
-    assert.ok(covered.includes(name) !== excluded, `table ${name} is either covered or excluded, not both or neither`)
+    assert.ok(
+      covered.includes(name) !== excluded,
+      `table ${name} is either covered or excluded, not both or neither`,
+    )
   }
-  for (const name of Object.keys(DECLARED)) assert.ok(covered.includes(name), `schema.ts table ${name} is covered`)
-  for (const reason of Object.values(EXCLUDED_TABLES)) assert.ok(reason.length > 10, 'each exclusion says why')
+  for (const name of Object.keys(DECLARED))
+    assert.ok(covered.includes(name), `schema.ts table ${name} is covered`)
+  for (const reason of Object.values(EXCLUDED_TABLES))
+    assert.ok(reason.length > 10, 'each exclusion says why')
 })
 
 test('tables come parents first, with sorted columns and a primary key read from the database', async (t) => {
@@ -78,9 +83,9 @@ test('only the tables SEEDED_BY_MIGRATIONS names hold rows in a freshly migrated
   const database = await migrated(t)
   const seeded: string[] = []
   for (const table of await applicationTables(database)) {
-    const { rows } = await sql<{ n: number | string }>`select count(*) as n from ${sql.table(table.name)}`.execute(
-      database.db,
-    )
+    const { rows } = await sql<{
+      n: number | string
+    }>`select count(*) as n from ${sql.table(table.name)}`.execute(database.db)
     if (Number(rows[0]?.n) > 0) seeded.push(table.name)
   }
   assert.deepEqual(seeded.sort(), [...SEEDED_BY_MIGRATIONS].sort())
@@ -92,7 +97,9 @@ test('a table a later migration adds is dumped without any edit to the registry'
     database.db,
   )
   await sql`insert into accounts (name, created_at) values ('Acme', 1)`.execute(database.db)
-  await sql`insert into future_audit (id, note, account_id) values (7, ${'a "note"\nwith a line'}, 1)`.execute(database.db)
+  await sql`insert into future_audit (id, note, account_id) values (7, ${'a "note"\nwith a line'}, 1)`.execute(
+    database.db,
+  )
   const tables = await applicationTables(database)
   const names = tables.map((table) => table.name)
   assert.ok(names.indexOf('future_audit') > names.indexOf('accounts'), 'after the table it references')

@@ -68,8 +68,17 @@ async function fill(t: Cleanup, databaseUrl: string): Promise<Filled> {
       deployer: 'Zoë <zoe@example.com>',
     })
   }
-  await record(other.key, { service: HOSTILE.slice(0, 40).replace(/\s/g, '_'), environment: 'staging', version: '9', status: 'Failed' })
-  await database.db.updateTable('events').set({ description: CONTROLS }).where('id', '=', maxEventId).execute()
+  await record(other.key, {
+    service: HOSTILE.slice(0, 40).replace(/\s/g, '_'),
+    environment: 'staging',
+    version: '9',
+    status: 'Failed',
+  })
+  await database.db
+    .updateTable('events')
+    .set({ description: CONTROLS })
+    .where('id', '=', maxEventId)
+    .execute()
   await createWebhook(
     database.db,
     TEST_SECRET,
@@ -140,7 +149,8 @@ export function trailerOf(file: string): Record<string, unknown> {
  */
 export async function otherDialectUrl(t: Cleanup, sqliteDir: string): Promise<string> {
   const server = process.env.TEST_DATABASE_URL
-  if (testDialect === 'postgres' || !server) return `sqlite:${sqliteDir}/other-${randomBytes(4).toString('hex')}.db`
+  if (testDialect === 'postgres' || !server)
+    return `sqlite:${sqliteDir}/other-${randomBytes(4).toString('hex')}.db`
   const schema = `ops_${randomBytes(6).toString('hex')}`
   const admin = async (text: string) => {
     const client = new pg.Client({ connectionString: server })

@@ -5,8 +5,8 @@ import { sql } from 'kysely'
 import type { Database } from '../../db/connect.js'
 import { migrateToLatest } from '../../db/migrate.js'
 import { TableChecksum, type TableSummary } from './checksum.js'
-import { firstTableWithData, SEEDED_BY_MIGRATIONS } from './load.js'
 import { type IndexDefinition, secondaryIndexes } from './indexes.js'
+import { firstTableWithData, SEEDED_BY_MIGRATIONS } from './load.js'
 import { DEFAULT_BATCH_ROWS, keyOf, openSnapshot, openWriter, type Snapshot, type Writer } from './rows.js'
 import { allTableNames, applicationTables, quoteIdent, schemaVersion, type TableInfo } from './tables.js'
 
@@ -81,7 +81,11 @@ function parseState(value: string | undefined): TableState {
  * mark in PROGRESS_TABLE, so a copy killed at any moment resumes after the last committed batch. A
  * target holding anything else — another installation, or this one already copied — is refused.
  */
-export async function copyDatabase(source: Database, target: Database, options: CopyOptions = {}): Promise<CopyOutcome> {
+export async function copyDatabase(
+  source: Database,
+  target: Database,
+  options: CopyOptions = {},
+): Promise<CopyOutcome> {
   const batchRows = options.batchRows ?? DEFAULT_BATCH_ROWS
   const sourceSchema = await schemaVersion(source).catch(() => null)
   if (!sourceSchema) throw new CopyError('the source has no Shiplog schema (check --from)')
@@ -101,7 +105,8 @@ export async function copyDatabase(source: Database, target: Database, options: 
     const targetTables = await applicationTables(target)
     const targetNames = new Set(targetTables.map((t) => t.name))
     for (const table of tables) {
-      if (!targetNames.has(table.name)) throw new CopyError(`table ${table.name} does not exist in the target`)
+      if (!targetNames.has(table.name))
+        throw new CopyError(`table ${table.name} does not exist in the target`)
     }
     const identity = await installationIdentity(source)
     let progress = await readProgress(target)
@@ -208,13 +213,22 @@ export async function copyDatabase(source: Database, target: Database, options: 
  * Marks the target as this installation's unfinished copy, empties the tables migrations seeded, and
  * drops the secondary indexes (kept in the progress table, so a resumed copy still rebuilds them).
  */
-async function startProgress(target: Database, tables: readonly TableInfo[], identity: string): Promise<IndexDefinition[]> {
+async function startProgress(
+  target: Database,
+  tables: readonly TableInfo[],
+  identity: string,
+): Promise<IndexDefinition[]> {
   const indexes = await secondaryIndexes(target, tables)
   const writer = await openWriter(target)
   try {
     await writer.begin()
-    await writer.run(`create table ${quoteIdent(PROGRESS_TABLE)} (name text primary key, value text not null)`)
-    await writer.run(`insert into ${quoteIdent(PROGRESS_TABLE)} (name, value) values (?, ?)`, ['source', identity])
+    await writer.run(
+      `create table ${quoteIdent(PROGRESS_TABLE)} (name text primary key, value text not null)`,
+    )
+    await writer.run(`insert into ${quoteIdent(PROGRESS_TABLE)} (name, value) values (?, ?)`, [
+      'source',
+      identity,
+    ])
     await writer.run(`insert into ${quoteIdent(PROGRESS_TABLE)} (name, value) values (?, ?)`, [
       'indexes',
       JSON.stringify(indexes),
@@ -233,7 +247,11 @@ async function startProgress(target: Database, tables: readonly TableInfo[], ide
 }
 
 /** Builds the dropped indexes again, each in its own transaction; ones already rebuilt are skipped. */
-async function recreateIndexes(target: Database, writer: Writer, indexes: readonly IndexDefinition[]): Promise<void> {
+async function recreateIndexes(
+  target: Database,
+  writer: Writer,
+  indexes: readonly IndexDefinition[],
+): Promise<void> {
   const tables = await applicationTables(target)
   const present = new Set((await secondaryIndexes(target, tables)).map((i) => i.name))
   for (const index of indexes) {
@@ -252,7 +270,10 @@ async function saveState(writer: Writer, table: string, state: TableState) {
 }
 
 /** Counts and checksums every table from a snapshot, the same way on either database. */
-export async function checksums(snapshot: Snapshot, tables: readonly TableInfo[]): Promise<Record<string, TableSummary>> {
+export async function checksums(
+  snapshot: Snapshot,
+  tables: readonly TableInfo[],
+): Promise<Record<string, TableSummary>> {
   const sums: Record<string, TableSummary> = {}
   for (const table of tables) {
     const checksum = new TableChecksum()

@@ -7,7 +7,7 @@ import { Readable, type Transform } from 'node:stream'
 import { pipeline } from 'node:stream/promises'
 import { createGzip } from 'node:zlib'
 import type { Database } from '../../db/connect.js'
-import { TableChecksum, type TableSummary, rowLine } from './checksum.js'
+import { rowLine, TableChecksum, type TableSummary } from './checksum.js'
 import { openSnapshot } from './rows.js'
 import { applicationTables, schemaVersion, type TableInfo } from './tables.js'
 
@@ -56,7 +56,8 @@ export async function dumpDatabase(
     throw new DumpError(`${out} already exists (pass --force to replace it)`)
   }
   const schema = await schemaVersion(database).catch(() => null)
-  if (!schema) throw new DumpError('the database has no Shiplog schema (run shiplog migrate, or check DATABASE_URL)')
+  if (!schema)
+    throw new DumpError('the database has no Shiplog schema (run shiplog migrate, or check DATABASE_URL)')
   const snapshot = await openSnapshot(database)
   const temporary = join(dirname(out), `.${basename(out)}.${randomBytes(4).toString('hex')}.partial`)
   const summaries: Record<string, TableSummary> = {}

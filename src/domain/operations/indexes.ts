@@ -15,7 +15,10 @@ export interface IndexDefinition {
  * The non-unique indexes of the given tables. Unique indexes and those behind constraints stay:
  * they guard the data while it goes in, and a load must fail on a duplicate, not finish with one.
  */
-export async function secondaryIndexes(database: Database, tables: readonly TableInfo[]): Promise<IndexDefinition[]> {
+export async function secondaryIndexes(
+  database: Database,
+  tables: readonly TableInfo[],
+): Promise<IndexDefinition[]> {
   const names = tables.map((t) => t.name)
   if (names.length === 0) return []
   if (database.dialect === 'sqlite') {
@@ -24,7 +27,9 @@ export async function secondaryIndexes(database: Database, tables: readonly Tabl
       where type = 'index' and sql is not null and tbl_name in (${sql.join(names)})
       order by name`.execute(database.db)
     return rows
-      .filter((r): r is IndexDefinition => r.definition !== null && !/^\s*create\s+unique/i.test(r.definition))
+      .filter(
+        (r): r is IndexDefinition => r.definition !== null && !/^\s*create\s+unique/i.test(r.definition),
+      )
       .map((r) => ({ name: r.name, table: r.table, definition: r.definition }))
   }
   const { rows } = await sql<IndexDefinition>`

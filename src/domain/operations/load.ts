@@ -8,10 +8,16 @@ import { createGunzip } from 'node:zlib'
 import type { Database } from '../../db/connect.js'
 import { migrateToLatest } from '../../db/migrate.js'
 import { type Row, TableChecksum, type TableSummary } from './checksum.js'
-import { DUMP_FORMAT, DUMP_FORMAT_VERSION, type DumpHeader, type DumpTableLine, type DumpTrailer } from './dump.js'
+import {
+  DUMP_FORMAT,
+  DUMP_FORMAT_VERSION,
+  type DumpHeader,
+  type DumpTableLine,
+  type DumpTrailer,
+} from './dump.js'
 import { secondaryIndexes } from './indexes.js'
 import { DEFAULT_BATCH_ROWS, openWriter, type Writer } from './rows.js'
-import { appliedMigrations, applicationTables, quoteIdent, type TableInfo } from './tables.js'
+import { applicationTables, appliedMigrations, quoteIdent, type TableInfo } from './tables.js'
 
 /** A load that cannot go on; `line` is the dump line at fault, when there is one. */
 export class LoadError extends Error {
@@ -30,7 +36,10 @@ export class LoadError extends Error {
 export const SEEDED_BY_MIGRATIONS: readonly string[] = ['deployments_progress']
 
 /** The first application table that holds rows (beyond what migrations put there), if any. */
-export async function firstTableWithData(database: Database, tables: readonly TableInfo[]): Promise<string | null> {
+export async function firstTableWithData(
+  database: Database,
+  tables: readonly TableInfo[],
+): Promise<string | null> {
   for (const table of tables) {
     if (SEEDED_BY_MIGRATIONS.includes(table.name)) continue
     const row = await database.db
@@ -71,18 +80,28 @@ function isObject(value: unknown): value is Record<string, unknown> {
 
 /** Checks a dump's first line: the format, its version and the schema it was taken at. */
 export function checkHeader(value: unknown, migrations: readonly string[]): DumpHeader {
-  if (!isObject(value) || value.format !== DUMP_FORMAT) failAt(1, 'not a Shiplog dump (no shiplog-dump header)')
+  if (!isObject(value) || value.format !== DUMP_FORMAT)
+    failAt(1, 'not a Shiplog dump (no shiplog-dump header)')
   if (value.version !== DUMP_FORMAT_VERSION) {
-    failAt(1, `dump format version ${String(value.version)} is not supported (this Shiplog reads version ${DUMP_FORMAT_VERSION})`)
+    failAt(
+      1,
+      `dump format version ${String(value.version)} is not supported (this Shiplog reads version ${DUMP_FORMAT_VERSION})`,
+    )
   }
   const schema = value.schema
   if (typeof schema !== 'string') failAt(1, 'the header names no schema version')
   const latest = migrations[migrations.length - 1]
   if (!migrations.includes(schema)) {
-    failAt(1, `the dump is from a newer schema (${schema}) than this Shiplog knows (${latest}): load it with a newer version`)
+    failAt(
+      1,
+      `the dump is from a newer schema (${schema}) than this Shiplog knows (${latest}): load it with a newer version`,
+    )
   }
   if (schema !== latest) {
-    failAt(1, `the dump is from an older schema (${schema}; this Shiplog is at ${latest}): load it with the Shiplog version that made it, then upgrade`)
+    failAt(
+      1,
+      `the dump is from an older schema (${schema}; this Shiplog is at ${latest}): load it with the Shiplog version that made it, then upgrade`,
+    )
   }
   return value as unknown as DumpHeader
 }
@@ -123,7 +142,10 @@ export async function loadDump(
       lineNumber++
       return value
     } catch (err) {
-      throw new LoadError(`the dump cannot be read past here (${(err as Error).message}): it is truncated or corrupted`, lineNumber + 1)
+      throw new LoadError(
+        `the dump cannot be read past here (${(err as Error).message}): it is truncated or corrupted`,
+        lineNumber + 1,
+      )
     }
   }
 
@@ -137,7 +159,9 @@ export async function loadDump(
     const tables = await applicationTables(database)
     const holding = await firstTableWithData(database, tables)
     if (holding) {
-      throw new LoadError(`the database already holds data (table ${holding} has rows): load needs a new or empty database`)
+      throw new LoadError(
+        `the database already holds data (table ${holding} has rows): load needs a new or empty database`,
+      )
     }
     const byName = new Map(tables.map((t) => [t.name, t]))
     const writer = await openWriter(database)
@@ -238,7 +262,11 @@ function checkRow(row: unknown, table: TableInfo, at: number): asserts row is Ro
     if (value === null) continue
     const column = table.columns[i] as TableInfo['columns'][number]
     const fits = column.kind === 'integer' ? Number.isSafeInteger(value) : typeof value === 'string'
-    if (!fits) failAt(at, `${table.name}.${column.name} must be ${column.kind === 'integer' ? 'a whole number' : 'text'}`)
+    if (!fits)
+      failAt(
+        at,
+        `${table.name}.${column.name} must be ${column.kind === 'integer' ? 'a whole number' : 'text'}`,
+      )
   }
 }
 
@@ -255,7 +283,10 @@ function checkTrailer(
     const expected = trailer.tables[name]
     if (!expected) failAt(at, `the trailer does not list table ${name}`)
     if (expected.rows !== summary.rows) {
-      failAt(at, `table ${name}: the trailer counts ${expected.rows} rows, the dump holds ${summary.rows} (it is corrupted)`)
+      failAt(
+        at,
+        `table ${name}: the trailer counts ${expected.rows} rows, the dump holds ${summary.rows} (it is corrupted)`,
+      )
     }
     if (expected.sha256 !== summary.sha256) {
       failAt(at, `table ${name}: the checksum does not match its rows (the dump is corrupted)`)

@@ -10,7 +10,9 @@ function copyField(value: unknown): string {
   const text = typeof value === 'string' ? value : String(value)
   // Only these four need escaping; checking first keeps the common case a plain copy.
   if (!/[\\\t\n\r]/.test(text)) return text
-  return text.replace(/[\\\t\n\r]/g, (c) => (c === '\\' ? '\\\\' : c === '\t' ? '\\t' : c === '\n' ? '\\n' : '\\r'))
+  return text.replace(/[\\\t\n\r]/g, (c) =>
+    c === '\\' ? '\\\\' : c === '\t' ? '\\t' : c === '\n' ? '\\n' : '\\r',
+  )
 }
 
 const CHUNK_BYTES = 256 * 1024
@@ -90,6 +92,8 @@ export async function copyIn(client: pg.PoolClient, table: TableInfo, rows: Row[
     }
   }
   if (pending.length > 0) chunks.push(Buffer.from(pending.join(''), 'utf8'))
-  const query = client.query(new CopyInQuery(`copy ${quoteIdent(table.name)} (${columns}) from stdin`, chunks))
+  const query = client.query(
+    new CopyInQuery(`copy ${quoteIdent(table.name)} (${columns}) from stdin`, chunks),
+  )
   await query.done
 }

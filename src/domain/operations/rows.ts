@@ -81,7 +81,10 @@ export async function openSnapshot(database: Database): Promise<Snapshot> {
         return row ? row[0] : 0
       },
       async count(table) {
-        const row = database.prepare(`select count(*) from ${quoteIdent(table.name)}`).raw(true).get() as [number]
+        const row = database
+          .prepare(`select count(*) from ${quoteIdent(table.name)}`)
+          .raw(true)
+          .get() as [number]
         return row[0]
       },
       async close() {
