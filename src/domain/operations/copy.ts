@@ -143,12 +143,17 @@ export async function copyDatabase(
     options.progress?.start(totals)
 
     let copiedRows = 0
+    const sourceSums: Record<string, TableSummary> = {}
     const writer = await openWriter(target, { relaxedDurability: true })
     try {
       for (const table of tables) {
         const state = states.get(table.name) as TableState
         if (state.done) continue
+        // A table copied whole in this run is checksummed on the way: verification then reads only
+        // the target. A table resumed mid-way is read again from the start at verification.
+        const running = state.after === null ? new TableChecksum() : null
         for await (const rows of snapshot.batches(table, state.after, batchRows)) {
+          if (running) for (const row of rows) running.add(row)
           state.after = keyOf(table, rows[rows.length - 1] as unknown[])
           state.copied += rows.length
           await writer.begin()
@@ -164,6 +169,7 @@ export async function copyDatabase(
           options.progress?.advance(table.name, state.copied)
         }
         state.done = true
+        if (running) sourceSums[table.name] = running.summary()
         await writer.begin()
         await saveState(writer, table.name, state)
         await writer.commit()
@@ -179,7 +185,8 @@ export async function copyDatabase(
     }
 
     options.progress?.verifying()
-    const sourceSums = await checksums(snapshot, tables)
+    const unsummed = tables.filter((table) => !(table.name in sourceSums))
+    Object.assign(sourceSums, await checksums(snapshot, unsummed))
     const targetSnapshot = await openSnapshot(target)
     let targetSums: Record<string, TableSummary>
     try {
