@@ -18,12 +18,21 @@ function copyField(value: unknown): string {
 const CHUNK_BYTES = 256 * 1024
 
 /**
+ * The pool's client-side query_timeout (20 s) is meant for requests; building an index over millions
+ * of rows on a busy server takes longer. The server-side statement_timeout is lifted in the same
+ * transactions (`set local statement_timeout = 0`).
+ */
+export const LONG_QUERY_MS = 24 * 60 * 60 * 1000
+
+/**
  * pg runs any object with `submit` as a query (see db/copy-out.ts for the other direction). The
  * server answers COPY FROM with CopyInResponse; the rows then go as CopyData messages, then
  * CopyDone, and the server replies CommandComplete and ReadyForQuery (or an error).
  */
 class CopyInQuery implements pg.Submittable {
   readonly done: Promise<void>
+  /** Read by pg as this query's client-side timeout (see rows.ts). */
+  readonly query_timeout = LONG_QUERY_MS
   callback?: (err: Error | null) => void
   private settle!: (err: Error | null) => void
   private failure: Error | null = null

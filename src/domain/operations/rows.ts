@@ -3,7 +3,7 @@
 import type pg from 'pg'
 import type { Database } from '../../db/connect.js'
 import type { Row } from './checksum.js'
-import { copyIn } from './pg-copy-in.js'
+import { copyIn, LONG_QUERY_MS } from './pg-copy-in.js'
 import { quoteIdent, type TableInfo } from './tables.js'
 
 export const DEFAULT_BATCH_ROWS = 10_000
@@ -109,7 +109,8 @@ export async function openSnapshot(database: Database): Promise<Snapshot> {
           text: numbered(batchQuery(table, last !== null)),
           values: [...(last ?? []), size],
           rowMode: 'array',
-        })
+          query_timeout: LONG_QUERY_MS,
+        } as pg.QueryConfig)
         const rows = result.rows
         if (rows.length === 0) return
         last = keyOf(table, rows[rows.length - 1] as Row)
@@ -125,7 +126,8 @@ export async function openSnapshot(database: Database): Promise<Snapshot> {
       const { rows } = await client.query<[number]>({
         text: `select count(*)::int from ${quoteIdent(table.name)}`,
         rowMode: 'array',
-      })
+        query_timeout: LONG_QUERY_MS,
+      } as pg.QueryConfig)
       return rows[0]?.[0] ?? 0
     },
     async close() {
@@ -255,7 +257,11 @@ export async function openWriter(database: Database, options: WriterOptions = {}
       await copyIn(client, table, rows)
     },
     async run<T>(text: string, params: unknown[] = []) {
-      const result = await client.query(numbered(text), params)
+      const result = await client.query({
+        text: numbered(text),
+        values: params,
+        query_timeout: LONG_QUERY_MS,
+      } as pg.QueryConfig)
       return result.rows as T[]
     },
     async raiseSequence(table, atLeast) {
