@@ -37,7 +37,8 @@
 //
 // Environment:
 //   BENCH_ONLY               comma-separated parts to run: ingest, export, pages, insights, startup,
-//                            install (default: all; the quick run leaves install out)
+//                            install, copy (default: all but copy; the quick run leaves install out)
+//   BENCH_COPY_ROWS          events seeded in SQLite for the copy part (default 1000000; quick 20000)
 //   BENCH_QUICK=1            CI smoke run: ingest 1 s warm-up + 2 s measured; exports of 20,000 and
 //                            40,000 events; pages on 20,000 events with 10 requests each
 //   BENCH_WARMUP, BENCH_DURATION   ingest seconds (defaults 3 and 10)
@@ -70,6 +71,7 @@ import { fileURLToPath } from 'node:url'
 import SqliteDatabase from 'better-sqlite3'
 import pg from 'pg'
 import { killAllChildren, runNode, startServer } from './lib/children.mjs'
+import { benchCopy } from './lib/copy.mjs'
 import { benchInsights, DERIVE_TARGET_US, PAGE_TARGET_MS } from './lib/insights.mjs'
 import { runLoad } from './lib/load.mjs'
 import { cpuSeconds } from './lib/proc.mjs'
@@ -91,9 +93,10 @@ const pgServerUrl = process.env.BENCH_PG_URL ?? 'postgres://postgres@127.0.0.1:5
 const skipPg = process.env.BENCH_SKIP_PG === '1' || process.env.BENCH_SKIP_PG === 'true'
 const skipSqlite = process.env.BENCH_SKIP_SQLITE === '1' || process.env.BENCH_SKIP_SQLITE === 'true'
 const serverLogLevel = process.env.BENCH_LOG_LEVEL ?? 'warn'
-const PARTS = /** @type {const} */ (['ingest', 'export', 'pages', 'insights', 'startup', 'install'])
-// The install part compiles better-sqlite3 from source (minutes): left out of the quick run.
-const DEFAULT_PARTS = quick ? PARTS.filter((p) => p !== 'install') : PARTS
+const PARTS = /** @type {const} */ (['ingest', 'export', 'pages', 'insights', 'startup', 'install', 'copy'])
+// The install part compiles better-sqlite3 from source (minutes): left out of the quick run. The copy
+// part (seed N events in SQLite, `shiplog copy` to PostgreSQL) only runs when BENCH_ONLY names it.
+const DEFAULT_PARTS = (quick ? PARTS.filter((p) => p !== 'install') : PARTS).filter((p) => p !== 'copy')
 const parts = new Set(
   (process.env.BENCH_ONLY ?? DEFAULT_PARTS.join(','))
     .split(',')
@@ -205,6 +208,9 @@ function limitFor() {
   if (parts.has('ingest')) seconds += 8 * (warmupSeconds + measureSeconds + 30)
   if (parts.has('startup')) seconds += 60 + 2 * startupRuns * 10
   if (parts.has('install')) seconds += 900
+  // Seeding and copying, at a pessimistic 10,000 events a second each.
+  if (parts.has('copy'))
+    seconds += 60 + (2 * positive('BENCH_COPY_ROWS', quick ? 20_000 : 1_000_000)) / 10_000
   // Set-up, seeding, deriving (about 30 µs of wall time an event at worst) and five page cases.
   if (insightsSize !== null)
     seconds +=
@@ -1027,6 +1033,23 @@ for (const [name, log] of Object.entries(serverLogs)) {
   console.log(`server log (${name}): ${log.errors} errors, ${log.warnings} warnings`)
   for (const sample of log.samples) console.log(`  ${sample}`)
 }
+/** @type {Awaited<ReturnType<typeof benchCopy>> | null} */
+let copyResult = null
+if (parts.has('copy') && !skipPg) {
+  const copyStarted = Date.now()
+  try {
+    copyResult = await benchCopy({
+      rows: positive('BENCH_COPY_ROWS', quick ? 20_000 : 1_000_000),
+      pgServerUrl,
+    })
+    console.log(
+      `copy SQLite → PostgreSQL: ${copyResult.copiedRows} rows in ${num(copyResult.seconds, 1)} s = ${copyResult.rowsPerSecond} rows/s (whole command: snapshot, rows, indexes, verification); peak RSS ${copyResult.peakRssMb} MB`,
+    )
+  } catch (err) {
+    problems.push(`copy: ${/** @type {Error} */ (err).message}`)
+  }
+  partSeconds.copy = Math.round((Date.now() - copyStarted) / 1000)
+}
 if (problems.length > 0) {
   console.log('checks FAILED:')
   for (const p of problems) console.log(`  - ${p}`)
@@ -1097,6 +1120,7 @@ writeFileSync(
         rows: insights?.pageRows ?? [],
       },
       startup: { columns: startupHeader, table: startupTable, rows: startupRows, install: installRow },
+      copy: copyResult,
       serverLogs: Object.fromEntries(
         Object.entries(serverLogs).map(([name, { warnings, errors, samples }]) => [
           name,

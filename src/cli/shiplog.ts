@@ -30,6 +30,7 @@ import { isUserRole, nameProblem, printableName, USER_ROLES } from '../domain/te
 import { createWebhook, deleteWebhook, listWebhooks, WebhookInputError } from '../domain/webhooks/queries.js'
 import { PACKAGE_JSON } from '../paths.js'
 import { serveUntilSignalled } from '../server.js'
+import { copyCommand, dumpCommand, loadCommand, OpsDataError } from './ops-data.js'
 
 /** A failure to report in one line on stderr; exit code 1 unless said otherwise. */
 class CliError extends Error {
@@ -69,6 +70,12 @@ Commands:
   webhooks delete --account NAME ID  delete a webhook and its delivery log
   deployments rebuild                derive every deployment again from the events; safe
                                      while servers run (their pages fill in as it goes)
+  dump --out FILE[.gz] [--force]     write every table to a versioned NDJSON dump
+                                     (gzip when the name ends in .gz)
+  load FILE                          load a dump into a new or empty database (one
+                                     transaction; checksums verified before commit)
+  copy --from URL --to URL           move a whole installation between databases
+                                     (SQLite <-> PostgreSQL); resumable, verified
 
 Configuration comes from the environment: PORT, HOST, DATABASE_URL (default
 sqlite:./data/shiplog.db), SHIPLOG_SECRET, SHIPLOG_PUBLIC_URL, LOG_LEVEL, REDIS_URL,
@@ -479,10 +486,17 @@ export async function main(argv: string[]): Promise<number> {
     else if (command === 'webhooks' && sub === 'list') await webhooksList(rest)
     else if (command === 'webhooks' && sub === 'delete') await webhooksDelete(rest)
     else if (command === 'deployments' && sub === 'rebuild') await deploymentsRebuild(rest)
+    else if (command === 'dump') await dumpCommand(argv.slice(1))
+    else if (command === 'load') await loadCommand(argv.slice(1))
+    else if (command === 'copy') await copyCommand(argv.slice(1))
     else throw new CliError(`unknown command "${argv.slice(0, 2).join(' ')}" (see shiplog --help)`, 2)
     return 0
   } catch (err) {
     if (err instanceof CliError) {
+      process.stderr.write(`shiplog: ${err.message}\n`)
+      return err.exitCode
+    }
+    if (err instanceof OpsDataError) {
       process.stderr.write(`shiplog: ${err.message}\n`)
       return err.exitCode
     }

@@ -1,0 +1,199 @@
+// The data-moving operator commands: `shiplog dump`, `shiplog load` and `shiplog copy`.
+import { existsSync } from 'node:fs'
+import { parseArgs } from 'node:util'
+import cliProgress from 'cli-progress'
+import { sql } from 'kysely'
+import { type DatabaseTarget, loadConfig, parseDatabaseUrl, redactUrl } from '../config.js'
+import { type Database, openDatabase } from '../db/connect.js'
+import { type CopyProgress, copyDatabase } from '../domain/operations/copy.js'
+import { dumpDatabase } from '../domain/operations/dump.js'
+import { loadDump } from '../domain/operations/load.js'
+
+/** A one-line failure for stderr; `exitCode` 2 for usage errors. */
+export class OpsDataError extends Error {
+  constructor(
+    message: string,
+    readonly exitCode = 1,
+  ) {
+    super(message)
+  }
+}
+
+function where(target: DatabaseTarget): string {
+  return target.dialect === 'sqlite' ? `sqlite:${target.path}` : redactUrl(target.connectionString)
+}
+
+/** Opens a database and proves it answers, so a wrong URL fails here in one line. */
+async function openChecked(target: DatabaseTarget, role: string, mustExist: boolean): Promise<Database> {
+  if (target.dialect === 'sqlite' && mustExist && target.path !== ':memory:' && !existsSync(target.path)) {
+    throw new OpsDataError(`${role} ${where(target)}: no such database file`)
+  }
+  const database = openDatabase(target, { poolSize: 3 })
+  try {
+    // Through Kysely, not the pool: Kysely ends the pool on close only once it has used it.
+    await sql`select 1`.execute(database.db)
+    return database
+  } catch (err) {
+    await database.close().catch(() => {})
+    throw new OpsDataError(`${role} ${where(target)} cannot be opened: ${(err as Error).message}`)
+  }
+}
+
+function parseUrl(url: string, option: string): DatabaseTarget {
+  try {
+    return parseDatabaseUrl(url)
+  } catch (err) {
+    const message = (err as Error).message.replace(/^DATABASE_URL/, option)
+    throw new OpsDataError(message, 2)
+  }
+}
+
+function seconds(ms: number): string {
+  return (ms / 1000).toFixed(1)
+}
+
+export async function dumpCommand(args: string[]): Promise<void> {
+  const { values } = parseArgs({
+    args,
+    options: { out: { type: 'string' }, force: { type: 'boolean', default: false } },
+    strict: true,
+  })
+  const out = values.out
+  if (!out) throw new OpsDataError('--out FILE is required (shiplog dump --out FILE[.gz] [--force])', 2)
+  const config = loadConfig()
+  const database = await openChecked(config.database, 'DATABASE_URL', true)
+  const started = Date.now()
+  try {
+    const tables = await dumpDatabase(database, out, { force: values.force })
+    const rows = Object.values(tables).reduce((n, t) => n + t.rows, 0)
+    process.stderr.write(
+      `dumped ${rows} rows from ${Object.keys(tables).length} tables to ${out} in ${seconds(Date.now() - started)} s\n`,
+    )
+  } finally {
+    await database.close()
+  }
+}
+
+export async function loadCommand(args: string[]): Promise<void> {
+  const { positionals } = parseArgs({ args, options: {}, allowPositionals: true, strict: true })
+  const file = positionals[0]
+  if (positionals.length !== 1 || !file)
+    throw new OpsDataError('one dump file is required (shiplog load FILE)', 2)
+  if (!existsSync(file)) throw new OpsDataError(`${file}: no such file`)
+  const config = loadConfig()
+  const database = await openChecked(config.database, 'DATABASE_URL', false)
+  const started = Date.now()
+  try {
+    const { tables, header } = await loadDump(database, file)
+    const rows = Object.values(tables).reduce((n, t) => n + t.rows, 0)
+    process.stderr.write(
+      `loaded ${rows} rows into ${Object.keys(tables).length} tables from ${file} (${header.dialect} dump of ${header.created_at}) in ${seconds(Date.now() - started)} s; checksums match\n`,
+    )
+  } finally {
+    await database.close()
+  }
+}
+
+/** A bar with rows/s and ETA on a terminal; a plain line every few seconds otherwise. */
+function progressReporter(): CopyProgress & { stop(): void } {
+  const tty = process.stderr.isTTY === true
+  const bar = tty
+    ? new cliProgress.SingleBar(
+        {
+          format:
+            'copy |{bar}| {percentage}% {value}/{total} rows | {rate} rows/s | ETA {eta_formatted} | {table}',
+          stream: process.stderr,
+          hideCursor: true,
+          etaBuffer: 50,
+        },
+        cliProgress.Presets.shades_classic,
+      )
+    : null
+  const previous = new Map<string, number>()
+  let total = 0
+  let done = 0
+  let copiedThisRun = 0
+  const started = Date.now()
+  let lastLine = 0
+  const rate = () => Math.round(copiedThisRun / Math.max(0.001, (Date.now() - started) / 1000))
+  return {
+    start(totals) {
+      total = totals.reduce((n, t) => n + Math.max(t.rows, t.done), 0)
+      for (const t of totals) previous.set(t.table, t.done)
+      done = totals.reduce((n, t) => n + t.done, 0)
+      if (bar) bar.start(total, done, { rate: 0, table: '' })
+      else
+        process.stderr.write(
+          `copy: ${total} rows in ${totals.length} tables${done > 0 ? `, resuming after ${done}` : ''}\n`,
+        )
+    },
+    advance(table, copied) {
+      const delta = copied - (previous.get(table) ?? 0)
+      previous.set(table, copied)
+      done += delta
+      copiedThisRun += delta
+      if (bar) bar.update(done, { rate: rate(), table })
+      else if (Date.now() - lastLine >= 2000) {
+        lastLine = Date.now()
+        const left = total - done
+        const eta = rate() > 0 ? Math.round(left / rate()) : 0
+        process.stderr.write(
+          `copy: ${done}/${total} rows (${Math.floor((done / Math.max(1, total)) * 100)}%), ${rate()} rows/s, ETA ${eta} s, table ${table}\n`,
+        )
+      }
+    },
+    tableDone(table, rows) {
+      if (!bar && rows > 0) process.stderr.write(`copy: table ${table} done (${rows} rows)\n`)
+    },
+    indexing() {
+      bar?.stop()
+      process.stderr.write('copy: building indexes…\n')
+    },
+    verifying() {
+      process.stderr.write('copy: verifying row counts and checksums…\n')
+    },
+    stop() {
+      bar?.stop()
+    },
+  }
+}
+
+export async function copyCommand(args: string[]): Promise<void> {
+  const usage = 'shiplog copy --from URL --to URL'
+  const { values } = parseArgs({
+    args,
+    options: { from: { type: 'string' }, to: { type: 'string' }, 'batch-rows': { type: 'string' } },
+    strict: true,
+  })
+  if (!values.from) throw new OpsDataError(`--from is required (${usage})`, 2)
+  if (!values.to) throw new OpsDataError(`--to is required (${usage})`, 2)
+  const from = parseUrl(values.from, '--from')
+  const to = parseUrl(values.to, '--to')
+  if (where(from) === where(to)) throw new OpsDataError('--from and --to name the same database', 2)
+  const batchRows = values['batch-rows'] === undefined ? undefined : Number(values['batch-rows'])
+  if (batchRows !== undefined && (!Number.isInteger(batchRows) || batchRows < 1 || batchRows > 1_000_000)) {
+    throw new OpsDataError('--batch-rows must be a whole number from 1 to 1000000', 2)
+  }
+  const source = await openChecked(from, '--from', true)
+  let target: Database
+  try {
+    target = await openChecked(to, '--to', false)
+  } catch (err) {
+    await source.close()
+    throw err
+  }
+  const progress = progressReporter()
+  const started = Date.now()
+  try {
+    const outcome = await copyDatabase(source, target, { progress, ...(batchRows ? { batchRows } : {}) })
+    const rows = Object.values(outcome.tables).reduce((n, t) => n + t.rows, 0)
+    const elapsed = (Date.now() - started) / 1000
+    process.stderr.write(
+      `copied ${rows} rows in ${Object.keys(outcome.tables).length} tables${outcome.resumed ? ' (resumed)' : ''} in ${elapsed.toFixed(1)} s (${Math.round(outcome.copiedRows / Math.max(elapsed, 0.001))} rows/s this run); row counts and checksums match\n`,
+    )
+  } finally {
+    progress.stop()
+    await source.close()
+    await target.close()
+  }
+}

@@ -1,0 +1,288 @@
+// Reads tables in primary-key batches from a consistent snapshot, and writes rows with their ids,
+// on either database: the shared machinery of dump, load and copy.
+import type pg from 'pg'
+import type { Database } from '../../db/connect.js'
+import type { Row } from './checksum.js'
+import { copyIn, LONG_QUERY_MS } from './pg-copy-in.js'
+import { quoteIdent, type TableInfo } from './tables.js'
+
+export const DEFAULT_BATCH_ROWS = 10_000
+
+function columnList(table: TableInfo): string {
+  return table.columns.map((c) => quoteIdent(c.name)).join(', ')
+}
+
+/** Where each primary-key column sits in a row (columns are in name order). */
+export function keyPositions(table: TableInfo): number[] {
+  return table.primaryKey.map((k) => table.columns.findIndex((c) => c.name === k))
+}
+
+/** The primary-key values of a row, to continue reading after it. */
+export function keyOf(table: TableInfo, row: Row): unknown[] {
+  return keyPositions(table).map((i) => row[i])
+}
+
+/** `select … where (key) > (last) order by key limit n`, with `?` placeholders. */
+function batchQuery(table: TableInfo, after: boolean): string {
+  const key = table.primaryKey.map(quoteIdent)
+  const where = after
+    ? key.length === 1
+      ? ` where ${key[0]} > ?`
+      : ` where (${key.join(', ')}) > (${key.map(() => '?').join(', ')})`
+    : ''
+  return `select ${columnList(table)} from ${quoteIdent(table.name)}${where} order by ${key.join(', ')} limit ?`
+}
+
+/** `?` placeholders to PostgreSQL's `$1, $2, …`. */
+function numbered(text: string): string {
+  let n = 0
+  return text.replace(/\?/g, () => `$${++n}`)
+}
+
+/** A read-only view of a database as of one moment, whatever is written meanwhile. */
+export interface Snapshot {
+  /** Rows after `after` (a primary key, or null for the start), `size` at a time, in key order. */
+  batches(table: TableInfo, after: unknown[] | null, size?: number): AsyncGenerator<Row[]>
+  /** The table's sequence high-water mark (the last id it handed out), or null when it has none. */
+  sequenceValue(table: TableInfo): Promise<number | null>
+  count(table: TableInfo): Promise<number>
+  close(): Promise<void>
+}
+
+/**
+ * SQLite: a read transaction on the handle's connection (WAL keeps its snapshot while writers go on).
+ * PostgreSQL: a REPEATABLE READ, READ ONLY transaction on one connection of the pool.
+ */
+export async function openSnapshot(database: Database): Promise<Snapshot> {
+  if (database.dialect === 'sqlite') {
+    const { sqlite } = database
+    sqlite.exec('begin')
+    // A deferred transaction takes its snapshot at its first read.
+    database.prepare('select count(*) from sqlite_master').raw(true).get()
+    return {
+      async *batches(table, after, size = DEFAULT_BATCH_ROWS) {
+        let last = after
+        for (;;) {
+          const statement = database.prepare(batchQuery(table, last !== null)).raw(true)
+          const rows = statement.all(...(last ?? []), size) as Row[]
+          if (rows.length === 0) return
+          const tail = rows[rows.length - 1] as Row
+          last = keyOf(table, tail)
+          yield rows
+          if (rows.length < size) return
+        }
+      },
+      async sequenceValue(table) {
+        if (!table.generatedId) return null
+        const row = database
+          .prepare('select seq from sqlite_sequence where name = ?')
+          .raw(true)
+          .get(table.name) as [number] | undefined
+        return row ? row[0] : 0
+      },
+      async count(table) {
+        const row = database
+          .prepare(`select count(*) from ${quoteIdent(table.name)}`)
+          .raw(true)
+          .get() as [number]
+        return row[0]
+      },
+      async close() {
+        if (sqlite.inTransaction) sqlite.exec('commit')
+      },
+    }
+  }
+  const client = await database.pool.connect()
+  try {
+    await client.query('begin isolation level repeatable read read only')
+    // Long reads of a large table must not meet the server's per-statement limit set for requests.
+    await client.query('set local statement_timeout = 0')
+  } catch (err) {
+    client.release(err as Error)
+    throw err
+  }
+  return {
+    async *batches(table, after, size = DEFAULT_BATCH_ROWS) {
+      let last = after
+      for (;;) {
+        const result = await client.query<Row>({
+          text: numbered(batchQuery(table, last !== null)),
+          values: [...(last ?? []), size],
+          rowMode: 'array',
+          query_timeout: LONG_QUERY_MS,
+        } as pg.QueryConfig)
+        const rows = result.rows
+        if (rows.length === 0) return
+        last = keyOf(table, rows[rows.length - 1] as Row)
+        yield rows
+        if (rows.length < size) return
+      }
+    },
+    async sequenceValue(table) {
+      if (!table.generatedId) return null
+      return postgresSequenceValue(client, table)
+    },
+    async count(table) {
+      const { rows } = await client.query<[number]>({
+        text: `select count(*)::int from ${quoteIdent(table.name)}`,
+        rowMode: 'array',
+        query_timeout: LONG_QUERY_MS,
+      } as pg.QueryConfig)
+      return rows[0]?.[0] ?? 0
+    },
+    async close() {
+      try {
+        await client.query('commit')
+        client.release()
+      } catch (err) {
+        client.release(err as Error)
+      }
+    },
+  }
+}
+
+async function postgresSequenceValue(client: pg.PoolClient, table: TableInfo): Promise<number> {
+  const { rows } = await client.query<{ name: string | null }>(
+    'select pg_get_serial_sequence($1, $2) as name',
+    [quoteIdent(table.name), table.generatedId],
+  )
+  const name = rows[0]?.name
+  if (!name) return 0
+  const seq = await client.query<{ last_value: number; is_called: boolean }>(
+    `select last_value, is_called from ${name}`,
+  )
+  const row = seq.rows[0]
+  return row?.is_called ? Number(row.last_value) : 0
+}
+
+/** A database being written to in transactions the caller opens and ends. */
+export interface Writer {
+  readonly dialect: 'sqlite' | 'postgres'
+  begin(): Promise<void>
+  commit(): Promise<void>
+  rollback(): Promise<void>
+  /** Inserts rows as they are, ids included. */
+  insert(table: TableInfo, rows: Row[]): Promise<void>
+  /** Runs a statement with `?` placeholders; gives the rows as objects. */
+  run<T>(text: string, params?: unknown[]): Promise<T[]>
+  /** Makes the open transaction's commit wait for the disk, whatever the writer's durability. */
+  durableCommit(): Promise<void>
+  /** Moves the table's sequence past `atLeast` and past its largest id, so new rows get new ids. */
+  raiseSequence(table: TableInfo, atLeast: number | null): Promise<void>
+  release(): Promise<void>
+}
+
+export interface WriterOptions {
+  /**
+   * Commit without waiting for the disk (PostgreSQL synchronous_commit off, SQLite synchronous
+   * NORMAL in WAL mode): a crash may lose the last few commits but never leaves one half-applied.
+   * For copy, whose progress commits with each batch, so a lost batch is simply copied again.
+   */
+  relaxedDurability?: boolean
+}
+
+export async function openWriter(database: Database, options: WriterOptions = {}): Promise<Writer> {
+  if (database.dialect === 'sqlite') {
+    const { sqlite } = database
+    if (options.relaxedDurability) sqlite.exec('pragma synchronous = normal')
+    return {
+      dialect: 'sqlite',
+      async begin() {
+        sqlite.exec('begin immediate')
+      },
+      async commit() {
+        sqlite.exec('commit')
+      },
+      async durableCommit() {
+        // SQLite's synchronous setting cannot change inside a transaction; a checkpoint after the
+        // commit puts the WAL on disk.
+        sqlite.exec('commit')
+        sqlite.exec('pragma wal_checkpoint(passive)')
+      },
+      async rollback() {
+        if (sqlite.inTransaction) sqlite.exec('rollback')
+      },
+      async insert(table, rows) {
+        const statement = database.prepare(
+          `insert into ${quoteIdent(table.name)} (${columnList(table)}) values (${table.columns.map(() => '?').join(', ')})`,
+        )
+        for (const row of rows) statement.run(...row)
+      },
+      async run<T>(text: string, params: unknown[] = []) {
+        const statement = database.prepare(text)
+        if (statement.reader) return statement.all(...params) as T[]
+        statement.run(...params)
+        return []
+      },
+      async raiseSequence(table, atLeast) {
+        if (!table.generatedId || atLeast === null) return
+        // Inserting explicit ids already raised sqlite_sequence to the largest; the source's mark
+        // may be higher still (rows deleted at the end), and ids are never handed out twice.
+        const updated = database
+          .prepare('update sqlite_sequence set seq = max(seq, ?) where name = ?')
+          .run(atLeast, table.name)
+        if (updated.changes === 0 && atLeast > 0) {
+          database.prepare('insert into sqlite_sequence (name, seq) values (?, ?)').run(table.name, atLeast)
+        }
+      },
+      async release() {
+        if (sqlite.inTransaction) sqlite.exec('rollback')
+        if (options.relaxedDurability) sqlite.exec('pragma synchronous = full')
+      },
+    }
+  }
+  const client = await database.pool.connect()
+  let broken: Error | undefined
+  if (options.relaxedDurability) await client.query('set synchronous_commit = off')
+  return {
+    dialect: 'postgres',
+    async begin() {
+      await client.query('begin')
+      await client.query('set local statement_timeout = 0')
+    },
+    async commit() {
+      await client.query('commit')
+    },
+    async durableCommit() {
+      await client.query('set local synchronous_commit = on')
+      await client.query('commit')
+    },
+    async rollback() {
+      await client.query('rollback').catch((err: Error) => {
+        broken = err
+      })
+    },
+    async insert(table, rows) {
+      if (rows.length === 0) return
+      await copyIn(client, table, rows)
+    },
+    async run<T>(text: string, params: unknown[] = []) {
+      const result = await client.query({
+        text: numbered(text),
+        values: params,
+        query_timeout: LONG_QUERY_MS,
+      } as pg.QueryConfig)
+      return result.rows as T[]
+    },
+    async raiseSequence(table, atLeast) {
+      if (!table.generatedId) return
+      const { rows } = await client.query<{ name: string | null; max: number | null }>(
+        `select pg_get_serial_sequence($1, $2) as name, (select max(${quoteIdent(table.generatedId)}) from ${quoteIdent(table.name)})::bigint as max`,
+        [quoteIdent(table.name), table.generatedId],
+      )
+      const name = rows[0]?.name
+      if (!name) return
+      const current = await postgresSequenceValue(client, table)
+      const target = Math.max(atLeast ?? 0, Number(rows[0]?.max ?? 0), current)
+      if (target > 0) await client.query('select setval($1, $2, true)', [name, target])
+    },
+    async release() {
+      if (options.relaxedDurability && !broken) {
+        await client.query('reset synchronous_commit').catch((err: Error) => {
+          broken = err
+        })
+      }
+      client.release(broken)
+    },
+  }
+}
