@@ -30,6 +30,7 @@ import { isUserRole, nameProblem, printableName, USER_ROLES } from '../domain/te
 import { createWebhook, deleteWebhook, listWebhooks, WebhookInputError } from '../domain/webhooks/queries.js'
 import { PACKAGE_JSON } from '../paths.js'
 import { serveUntilSignalled } from '../server.js'
+import { parseVerifyArgs, runVerify } from './verify.js'
 
 /** A failure to report in one line on stderr; exit code 1 unless said otherwise. */
 class CliError extends Error {
@@ -69,6 +70,11 @@ Commands:
   webhooks delete --account NAME ID  delete a webhook and its delivery log
   deployments rebuild                derive every deployment again from the events; safe
                                      while servers run (their pages fill in as it goes)
+  verify [--head events:ID:HEX]... [--head audit:ID:HEX]...
+                                     check the tamper-evidence chains of events and audit
+                                     entries; names the first changed, missing or inserted
+                                     row; --head checks a head kept from an export or log;
+                                     exit 0 only when intact
 
 Configuration comes from the environment: PORT, HOST, DATABASE_URL (default
 sqlite:./data/shiplog.db), SHIPLOG_SECRET, SHIPLOG_PUBLIC_URL, LOG_LEVEL, REDIS_URL,
@@ -436,6 +442,15 @@ async function deploymentsRebuild(args: string[]): Promise<void> {
   })
 }
 
+async function verify(args: string[]): Promise<void> {
+  const parsed = parseVerifyArgs(args)
+  if (typeof parsed === 'string') throw new CliError(parsed, 2)
+  const ok = await withDatabase((database) =>
+    runVerify(database, parsed, (line) => process.stdout.write(`${line}\n`)),
+  )
+  if (!ok) throw new CliError('verification FAILED: the chain does not match the rows (see above)', 1)
+}
+
 async function serve(args: string[]): Promise<void> {
   const { values } = parseArgs({
     args,
@@ -479,6 +494,7 @@ export async function main(argv: string[]): Promise<number> {
     else if (command === 'webhooks' && sub === 'list') await webhooksList(rest)
     else if (command === 'webhooks' && sub === 'delete') await webhooksDelete(rest)
     else if (command === 'deployments' && sub === 'rebuild') await deploymentsRebuild(rest)
+    else if (command === 'verify') await verify(argv.slice(1))
     else throw new CliError(`unknown command "${argv.slice(0, 2).join(' ')}" (see shiplog --help)`, 2)
     return 0
   } catch (err) {

@@ -227,6 +227,7 @@ export interface AuditEntriesTable {
 export interface ChainLinksTable {
   stream: 'events' | 'audit'
   row_id: number
+  digest: string
   link: string
   account_id: number | null
   at: EpochMs | null

@@ -11,7 +11,9 @@ export function chainSchema(): Migration {
         // 'events' or 'audit'.
         .addColumn('stream', 'text', (c) => c.notNull())
         .addColumn('row_id', 'bigint', (c) => c.notNull())
-        // Lower-case hex SHA-256 of the previous link and the row's canonical bytes.
+        // Lower-case hex SHA-256 of the row's canonical bytes, and the link: SHA-256 of the
+        // previous link, the digest, the account and the time (src/domain/chain/canonical.ts).
+        .addColumn('digest', 'text', (c) => c.notNull())
         .addColumn('link', 'text', (c) => c.notNull())
         // Copied from the row when it was chained, so a row that retention pruned can be told from
         // one that went missing: its account and time (events: received_at; audit: at).

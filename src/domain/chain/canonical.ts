@@ -1,9 +1,15 @@
 // The bytes each link of the tamper-evidence chain covers: one documented serialisation of a row,
 // the same whichever database holds it (docs/SECURITY.md, "Tamper evidence", describes it too).
 //
-//   link(0) = SHA-256(UTF-8 "shiplog chain v1 " + stream)            the stream's genesis
-//   link(n) = SHA-256(link(n-1) as 32 raw bytes || canonical(row n))  n = each chained row, id order
-//   canonical(row) = field(column 1) || field(column 2) || …          every column, in STREAMS order
+//   link(0)   = SHA-256(UTF-8 "shiplog chain v1 " + stream)          the stream's genesis
+//   digest(n) = SHA-256(canonical(row n))
+//   link(n)   = SHA-256(link(n-1) || digest(n) || field(account_id) || field(time))
+//               (links and digests as 32 raw bytes; n = each chained row, in id order)
+//   canonical(row) = field(column 1) || field(column 2) || …        every column, in STREAMS order
+// The row's account and time (events: received_at; audit entries: at) are in canonical(row) and
+// again in the link, because the link row keeps them with the digest: when retention has deleted
+// the row, its link can still be recomputed, so the time that makes it count as pruned is proven
+// too (rewriting it to pass a deleted row off as pruned breaks the chain there).
 //   field(v) = tag (1 byte) || length of data (4 bytes, big-endian) || data
 //     null    → tag "N", no data         (so null and the empty string differ)
 //     integer → tag "I", decimal ASCII   ("-12", no leading zeros, no "+")
@@ -110,12 +116,31 @@ export function genesisLink(stream: StreamName): string {
   return createHash('sha256').update(`shiplog chain v1 ${stream}`, 'utf8').digest('hex')
 }
 
-/** link(n) from link(n-1) (hex) and row n. */
-export function nextLink(previous: string, spec: StreamSpec, row: ChainRow): string {
+/** digest(n): SHA-256 of the row's canonical bytes, hex. */
+export function rowDigest(spec: StreamSpec, row: ChainRow): string {
+  return createHash('sha256').update(canonicalBytes(spec, row)).digest('hex')
+}
+
+/** link(n) from link(n-1), digest(n) and the row's account and time (hex in, hex out). */
+export function linkFrom(previous: string, digest: string, accountId: number | null, at: number | null): string {
   return createHash('sha256')
     .update(Buffer.from(previous, 'hex'))
-    .update(canonicalBytes(spec, row))
+    .update(Buffer.from(digest, 'hex'))
+    .update(encode(accountId))
+    .update(encode(at))
     .digest('hex')
+}
+
+/** The values a link keeps of its row: its account and time, as numbers (null if absent). */
+export function linkedValues(spec: StreamSpec, row: ChainRow): { accountId: number | null; at: number | null } {
+  return { accountId: integerOrNull(row.account_id), at: integerOrNull(row[spec.timeColumn]) }
+}
+
+function integerOrNull(value: unknown): number | null {
+  if (typeof value === 'number' && Number.isSafeInteger(value)) return value
+  if (typeof value === 'bigint') return Number(value)
+  if (typeof value === 'string' && /^-?\d{1,15}$/.test(value)) return Number(value)
+  return null
 }
 
 /** The column list for a select of the stream's rows. */

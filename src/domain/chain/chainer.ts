@@ -15,7 +15,7 @@ import { sql, type Transaction } from 'kysely'
 import type { Database, PostgresHandle, SqliteHandle } from '../../db/connect.js'
 import type { DB } from '../../db/schema.js'
 import type { Task } from '../tasks.js'
-import { type ChainRow, columnList, nextLink, STREAMS, type StreamSpec } from './canonical.js'
+import { type ChainRow, columnList, linkedValues, linkFrom, rowDigest, STREAMS, type StreamSpec } from './canonical.js'
 
 /** Rows chained per stream per run. */
 export const CHAIN_BATCH = 2000
@@ -52,18 +52,12 @@ interface HeadRow {
 }
 
 interface Planned {
-  links: Array<{ row_id: number; link: string; account_id: number | null; at: number | null }>
+  links: Array<{ row_id: number; digest: string; link: string; account_id: number | null; at: number | null }>
   through: number
   link: string
   /** The gap stopped at, to record (null: none, or the same one as recorded). */
   hole: { from: number; keepSeen: boolean } | null
   more: boolean
-}
-
-function asNumberOrNull(value: unknown): number | null {
-  if (value === null || value === undefined) return null
-  const n = Number(value)
-  return Number.isFinite(n) ? n : null
 }
 
 /**
@@ -85,14 +79,11 @@ function plan(
       planned.more = true
       break
     }
-    planned.link = nextLink(planned.link, spec, row)
+    const digest = rowDigest(spec, row)
+    const { accountId, at } = linkedValues(spec, row)
+    planned.link = linkFrom(planned.link, digest, accountId, at)
     planned.through = id
-    planned.links.push({
-      row_id: id,
-      link: planned.link,
-      account_id: asNumberOrNull(row.account_id),
-      at: asNumberOrNull(row[spec.timeColumn]),
-    })
+    planned.links.push({ row_id: id, digest, link: planned.link, account_id: accountId, at })
   }
   return planned
 }
@@ -114,9 +105,9 @@ function chainSqlite(database: SqliteHandle, spec: StreamSpec, limit: number, no
       // One writer at a time hands out ids in commit order: a gap is final when it is seen.
       const planned = plan(spec, head, rows, rows.length === limit, () => true)
       const insert = database.prepare(
-        'INSERT INTO chain_links (stream, row_id, link, account_id, at) VALUES (?, ?, ?, ?, ?)',
+        'INSERT INTO chain_links (stream, row_id, digest, link, account_id, at) VALUES (?, ?, ?, ?, ?, ?)',
       )
-      for (const l of planned.links) insert.run(spec.name, l.row_id, l.link, l.account_id, l.at)
+      for (const l of planned.links) insert.run(spec.name, l.row_id, l.digest, l.link, l.account_id, l.at)
       if (planned.links.length > 0) {
         database
           .prepare(
@@ -183,9 +174,10 @@ async function chainPostgresIn(
   const planned = plan(spec, headRow, rows, rows.length === limit, (from) => from === recorded && holeFinal)
   for (let i = 0; i < planned.links.length; i += ROWS_PER_STATEMENT) {
     const part = planned.links.slice(i, i + ROWS_PER_STATEMENT)
-    await sql`insert into chain_links (stream, row_id, link, account_id, at)
-      select ${spec.name}, r, l, a, t from unnest(${part.map((l) => l.row_id)}::bigint[], ${part.map((l) => l.link)}::text[],
-        ${part.map((l) => l.account_id)}::bigint[], ${part.map((l) => l.at)}::bigint[]) as x(r, l, a, t)`.execute(trx)
+    await sql`insert into chain_links (stream, row_id, digest, link, account_id, at)
+      select ${spec.name}, r, d, l, a, t from unnest(${part.map((l) => l.row_id)}::bigint[],
+        ${part.map((l) => l.digest)}::text[], ${part.map((l) => l.link)}::text[],
+        ${part.map((l) => l.account_id)}::bigint[], ${part.map((l) => l.at)}::bigint[]) as x(r, d, l, a, t)`.execute(trx)
   }
   let waitingAt: number | null = null
   if (planned.hole) {
