@@ -47,7 +47,9 @@ export async function runVerify(
     write(`${s.stream}: ${s.checked} rows checked${pruned}, ${s.pending} not chained yet; ${head}`)
   }
   for (const head of args.heads) {
-    const failed = result.problems.some((p) => p.stream === head.stream && p.id === head.id && p.kind === 'head')
+    const failed = result.problems.some(
+      (p) => p.stream === head.stream && p.id === head.id && p.kind === 'head',
+    )
     if (!failed && result.moreProblems === 0) write(`head ${head.stream}:${head.id} matches`)
   }
   for (const problem of result.problems) write(`PROBLEM: ${problem.message}`)

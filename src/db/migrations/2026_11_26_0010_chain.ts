@@ -37,7 +37,9 @@ export function chainSchema(): Migration {
         .execute()
       for (const stream of ['events', 'audit']) {
         await sql`insert into chain_heads (stream, through, link, updated_at)
-          values (${stream}, 0, ${createHash('sha256').update(`shiplog chain v1 ${stream}`).digest('hex')}, 0)`.execute(db)
+          values (${stream}, 0, ${createHash('sha256').update(`shiplog chain v1 ${stream}`).digest('hex')}, 0)`.execute(
+          db,
+        )
       }
     },
   }

@@ -60,7 +60,18 @@ export const STREAMS: readonly StreamSpec[] = [
   {
     name: 'audit',
     table: 'audit_entries',
-    columns: ['id', 'account_id', 'at', 'actor_kind', 'actor_id', 'actor', 'address', 'action', 'target', 'details'],
+    columns: [
+      'id',
+      'account_id',
+      'at',
+      'actor_kind',
+      'actor_id',
+      'actor',
+      'address',
+      'action',
+      'target',
+      'details',
+    ],
     timeColumn: 'at',
     noun: 'audit entry',
   },
@@ -122,7 +133,12 @@ export function rowDigest(spec: StreamSpec, row: ChainRow): string {
 }
 
 /** link(n) from link(n-1), digest(n) and the row's account and time (hex in, hex out). */
-export function linkFrom(previous: string, digest: string, accountId: number | null, at: number | null): string {
+export function linkFrom(
+  previous: string,
+  digest: string,
+  accountId: number | null,
+  at: number | null,
+): string {
   return createHash('sha256')
     .update(Buffer.from(previous, 'hex'))
     .update(Buffer.from(digest, 'hex'))
@@ -132,7 +148,10 @@ export function linkFrom(previous: string, digest: string, accountId: number | n
 }
 
 /** The values a link keeps of its row: its account and time, as numbers (null if absent). */
-export function linkedValues(spec: StreamSpec, row: ChainRow): { accountId: number | null; at: number | null } {
+export function linkedValues(
+  spec: StreamSpec,
+  row: ChainRow,
+): { accountId: number | null; at: number | null } {
   return { accountId: integerOrNull(row.account_id), at: integerOrNull(row[spec.timeColumn]) }
 }
 

@@ -15,7 +15,15 @@ import { sql, type Transaction } from 'kysely'
 import type { Database, PostgresHandle, SqliteHandle } from '../../db/connect.js'
 import type { DB } from '../../db/schema.js'
 import type { Task } from '../tasks.js'
-import { type ChainRow, columnList, linkedValues, linkFrom, rowDigest, STREAMS, type StreamSpec } from './canonical.js'
+import {
+  type ChainRow,
+  columnList,
+  linkedValues,
+  linkFrom,
+  rowDigest,
+  STREAMS,
+  type StreamSpec,
+} from './canonical.js'
 
 /** Rows chained per stream per run. */
 export const CHAIN_BATCH = 2000
@@ -168,7 +176,8 @@ async function chainPostgresIn(
   let holeFinal = false
   if (recorded !== null && seenAt !== null) {
     if (now - seenAt >= graceMs) holeFinal = true
-    else if (now - seenAt >= settleMs && recordedXmax !== null) holeFinal = (await snapshot()).xmin >= recordedXmax
+    else if (now - seenAt >= settleMs && recordedXmax !== null)
+      holeFinal = (await snapshot()).xmin >= recordedXmax
   }
   const headRow: HeadRow = { ...head, through: current.through, link: current.link, hole_from: recorded }
   const planned = plan(spec, headRow, rows, rows.length === limit, (from) => from === recorded && holeFinal)
@@ -177,7 +186,9 @@ async function chainPostgresIn(
     await sql`insert into chain_links (stream, row_id, digest, link, account_id, at)
       select ${spec.name}, r, d, l, a, t from unnest(${part.map((l) => l.row_id)}::bigint[],
         ${part.map((l) => l.digest)}::text[], ${part.map((l) => l.link)}::text[],
-        ${part.map((l) => l.account_id)}::bigint[], ${part.map((l) => l.at)}::bigint[]) as x(r, d, l, a, t)`.execute(trx)
+        ${part.map((l) => l.account_id)}::bigint[], ${part.map((l) => l.at)}::bigint[]) as x(r, d, l, a, t)`.execute(
+      trx,
+    )
   }
   let waitingAt: number | null = null
   if (planned.hole) {

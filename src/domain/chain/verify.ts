@@ -98,7 +98,10 @@ async function retentionCutoffs(db: Kysely<DB>, now: number): Promise<Map<number
 }
 
 /** A keyset-paged reader of rows in id order. */
-async function* paged<T>(fetch: (after: number) => Promise<T[]>, idOf: (row: T) => number): AsyncGenerator<T> {
+async function* paged<T>(
+  fetch: (after: number) => Promise<T[]>,
+  idOf: (row: T) => number,
+): AsyncGenerator<T> {
   let after = Number.MIN_SAFE_INTEGER
   for (;;) {
     const rows = await fetch(after)
@@ -147,22 +150,28 @@ async function verifyStream(
   const seenWanted = new Set<number>()
   const noun = (id: number) => `${spec.noun} ${id}`
 
-  const links = paged<LinkRow>(async (after) => {
-    const rows = await db
-      .selectFrom('chain_links')
-      .select(['row_id', 'digest', 'link', 'account_id', 'at'])
-      .where('stream', '=', spec.name)
-      .where('row_id', '>', after)
-      .orderBy('row_id')
-      .limit(PAGE)
-      .execute()
-    return rows.map((r) => ({ ...r, row_id: Number(r.row_id) }))
-  }, (l) => l.row_id)
-  const rows = paged<ChainRow>(async (after) => {
-    const { rows } = await sql<ChainRow>`select ${sql.raw(columnList(spec))} from ${sql.table(spec.table)}
+  const links = paged<LinkRow>(
+    async (after) => {
+      const rows = await db
+        .selectFrom('chain_links')
+        .select(['row_id', 'digest', 'link', 'account_id', 'at'])
+        .where('stream', '=', spec.name)
+        .where('row_id', '>', after)
+        .orderBy('row_id')
+        .limit(PAGE)
+        .execute()
+      return rows.map((r) => ({ ...r, row_id: Number(r.row_id) }))
+    },
+    (l) => l.row_id,
+  )
+  const rows = paged<ChainRow>(
+    async (after) => {
+      const { rows } = await sql<ChainRow>`select ${sql.raw(columnList(spec))} from ${sql.table(spec.table)}
       where id > ${after} order by id limit ${PAGE}`.execute(db)
-    return rows
-  }, (r) => Number(r.id))
+      return rows
+    },
+    (r) => Number(r.id),
+  )
 
   let previous = genesisLink(spec.name)
   let lastLink: LinkRow | null = null
@@ -276,7 +285,8 @@ export async function verifyChains(database: Database, options: VerifyOptions = 
   const run = async (db: Kysely<DB>) => {
     const cutoffs = await retentionCutoffs(db, now)
     const streams: StreamSummary[] = []
-    for (const spec of STREAMS) streams.push(await verifyStream(db, spec, cutoffs, options.heads ?? [], problems))
+    for (const spec of STREAMS)
+      streams.push(await verifyStream(db, spec, cutoffs, options.heads ?? [], problems))
     return streams
   }
   const streams =
@@ -289,7 +299,8 @@ export async function verifyChains(database: Database, options: VerifyOptions = 
 /** Parses `STREAM:ID:HEX` (as exports send it in Shiplog-Chain-Head); a one-line reason if bad. */
 export function parseHead(text: string): ExpectedHead | string {
   const match = /^(events|audit):(\d{1,15}):([0-9a-fA-F]{64})$/.exec(text.trim())
-  if (!match) return `"${text}" is not a chain head (expected events:ID:HEX or audit:ID:HEX, HEX 64 hex digits)`
+  if (!match)
+    return `"${text}" is not a chain head (expected events:ID:HEX or audit:ID:HEX, HEX 64 hex digits)`
   return { stream: match[1] as StreamName, id: Number(match[2]), link: (match[3] as string).toLowerCase() }
 }
 
