@@ -5,9 +5,10 @@
 //
 // Ids can commit out of order on PostgreSQL: a transaction that took id 11 may commit after one
 // that took id 12. The chain never passes a gap in the ids while a row may still commit in it:
-// it stops before the gap, notes when it first saw it and PostgreSQL's transaction horizon then
-// (txid_snapshot_xmax), and passes it once every transaction that was running then has ended (at
-// least HOLE_SETTLE_MS later) or, whatever runs, after HOLE_GRACE_MS. A gap passed is final: a row
+// it stops before the gap, notes when it first saw it and PostgreSQL's snapshot then (which
+// transactions were running), and passes it once each of those has ended (at least HOLE_SETTLE_MS
+// later: an INSERT takes its id a moment before it shows as running) or, whatever still runs,
+// after HOLE_GRACE_MS. A gap passed is final: a row
 // that turns up in it later was not chained and `shiplog verify` reports it as inserted. On SQLite
 // one writer at a time takes ids in commit order, so a gap there is final at once (a rolled-back
 // insert also rolls back its id; what remains is a row deleted before it was chained).
@@ -56,7 +57,7 @@ interface HeadRow {
   link: string
   hole_from: number | null
   hole_seen_at: number | null
-  hole_xmax: number | null
+  hole_snapshot: string | null
 }
 
 interface Planned {
@@ -104,7 +105,9 @@ function chainSqlite(database: SqliteHandle, spec: StreamSpec, limit: number, no
     database.prepare('begin immediate').run()
     try {
       const head = database
-        .prepare('SELECT through, link, hole_from, hole_seen_at, hole_xmax FROM chain_heads WHERE stream = ?')
+        .prepare(
+          'SELECT through, link, hole_from, hole_seen_at, hole_snapshot FROM chain_heads WHERE stream = ?',
+        )
         .get(spec.name) as HeadRow | undefined
       if (!head) throw new Error(`chain head ${spec.name} is missing (run shiplog migrate)`)
       const rows = database
@@ -120,7 +123,7 @@ function chainSqlite(database: SqliteHandle, spec: StreamSpec, limit: number, no
         database
           .prepare(
             'UPDATE chain_heads SET through = ?, link = ?, updated_at = ?, hole_from = NULL, hole_seen_at = NULL, ' +
-              'hole_xmax = NULL WHERE stream = ?',
+              'hole_snapshot = NULL WHERE stream = ?',
           )
           .run(planned.through, planned.link, now, spec.name)
       }
@@ -151,7 +154,7 @@ async function chainPostgresIn(
   settleMs: number,
   graceMs: number,
 ): Promise<StreamProgress | null> {
-  const { rows: heads } = await sql<HeadRow>`select through, link, hole_from, hole_seen_at, hole_xmax
+  const { rows: heads } = await sql<HeadRow>`select through, link, hole_from, hole_seen_at, hole_snapshot
     from chain_heads where stream = ${spec.name} for update skip locked`.execute(trx)
   const head = heads[0]
   // Another instance is chaining this stream right now.
@@ -159,25 +162,19 @@ async function chainPostgresIn(
   const current = { through: Number(head.through), link: head.link }
   const { rows } = await sql<ChainRow>`select ${sql.raw(columnList(spec))} from ${sql.table(spec.table)}
     where id > ${current.through} order by id limit ${limit}`.execute(trx)
-  let horizon: { xmin: number; xmax: number } | null = null
-  const snapshot = async () => {
-    if (!horizon) {
-      const { rows: s } = await sql<{ xmin: string | number; xmax: string | number }>`select
-        txid_snapshot_xmin(txid_current_snapshot()) as xmin,
-        txid_snapshot_xmax(txid_current_snapshot()) as xmax`.execute(trx)
-      horizon = { xmin: Number(s[0]?.xmin), xmax: Number(s[0]?.xmax) }
-    }
-    return horizon
-  }
-  // Whether the recorded gap is final: seen long enough ago, and every transaction then has ended.
+  // Whether the recorded gap is final: seen long enough ago, and the transactions running then
+  // (the cluster's, not only this database's) have all ended.
   const recorded = head.hole_from === null ? null : Number(head.hole_from)
   const seenAt = head.hole_seen_at === null ? null : Number(head.hole_seen_at)
-  const recordedXmax = head.hole_xmax === null ? null : Number(head.hole_xmax)
   let holeFinal = false
   if (recorded !== null && seenAt !== null) {
     if (now - seenAt >= graceMs) holeFinal = true
-    else if (now - seenAt >= settleMs && recordedXmax !== null)
-      holeFinal = (await snapshot()).xmin >= recordedXmax
+    else if (now - seenAt >= settleMs && head.hole_snapshot !== null) {
+      const { rows: ended } = await sql<{ ended: boolean | null }>`select
+        bool_and(txid_visible_in_snapshot(x, txid_current_snapshot())) as ended
+        from txid_snapshot_xip(${head.hole_snapshot}::txid_snapshot) as x`.execute(trx)
+      holeFinal = ended[0]?.ended !== false
+    }
   }
   const headRow: HeadRow = { ...head, through: current.through, link: current.link, hole_from: recorded }
   const planned = plan(spec, headRow, rows, rows.length === limit, (from) => from === recorded && holeFinal)
@@ -194,9 +191,8 @@ async function chainPostgresIn(
   if (planned.hole) {
     waitingAt = planned.hole.from
     if (!planned.hole.keepSeen) {
-      const { xmax } = await snapshot()
       await sql`update chain_heads set through = ${planned.through}, link = ${planned.link}, updated_at = ${now},
-        hole_from = ${planned.hole.from}, hole_seen_at = ${now}, hole_xmax = ${xmax}
+        hole_from = ${planned.hole.from}, hole_seen_at = ${now}, hole_snapshot = txid_current_snapshot()::text
         where stream = ${spec.name}`.execute(trx)
     } else if (planned.links.length > 0) {
       await sql`update chain_heads set through = ${planned.through}, link = ${planned.link}, updated_at = ${now}
@@ -204,7 +200,7 @@ async function chainPostgresIn(
     }
   } else if (planned.links.length > 0 || recorded !== null) {
     await sql`update chain_heads set through = ${planned.through}, link = ${planned.link}, updated_at = ${now},
-      hole_from = null, hole_seen_at = null, hole_xmax = null where stream = ${spec.name}`.execute(trx)
+      hole_from = null, hole_seen_at = null, hole_snapshot = null where stream = ${spec.name}`.execute(trx)
   }
   return {
     stream: spec.name,
