@@ -19,7 +19,8 @@ import {
 } from '../../src/domain/chain/canonical.js'
 import { chainCaughtUp, chainLag, chainOnce } from '../../src/domain/chain/chainer.js'
 import { currentHead, parseHead, verifyChains } from '../../src/domain/chain/verify.js'
-import { addTenant, type Cleanup, freshDatabaseUrl, testDialect } from '../helper.js'
+import { addTenant, buildTestApp, type Cleanup, freshDatabaseUrl, testDialect } from '../helper.js'
+import { deploy, userSession } from '../support/ui.js'
 
 const DAY_MS = 86_400_000
 
@@ -246,7 +247,7 @@ test('a kept head catches a rewrite that recomputed every link after it; the hea
   })
   assert.match(messages(unknown)[0] ?? '', /head events:999999 not found/)
   assert.equal(typeof parseHead('events:12:xyz'), 'string')
-  assert.equal(typeof parseHead('deployments:1:' + 'a'.repeat(64)), 'string')
+  assert.equal(typeof parseHead(`deployments:1:${'a'.repeat(64)}`), 'string')
 })
 
 test('events pruned by retention are not missing; a link re-dated to pass a deletion off as pruning is caught', async (t) => {
@@ -402,4 +403,45 @@ test('a gap left by a rolled-back insert is passed once its transaction has ende
   const result = await verifyChains(database)
   assert.deepEqual(messages(result), [])
   assert.equal(result.streams.find((s) => s.stream === 'events')?.checked, 302)
+})
+
+test('CSV/JSON exports and /api/v1/events carry Shiplog-Chain-Head; verify --head confirms it later', async (t) => {
+  const ctx = await buildTestApp(t)
+  const { browser } = await userSession(ctx, ctx.tenant.account.id, 'ada@example.com')
+  const none = await browser.get('/logs/export.csv')
+  assert.equal(none.statusCode, 200)
+  assert.equal(none.headers['shiplog-chain-head'], undefined, 'nothing chained yet: no head')
+  for (let i = 0; i < 3; i++) {
+    const res = await deploy(ctx.app, ctx.tenant.key, {
+      service: 'api',
+      environment: 'prod',
+      version: `1.${i}`,
+      status: 'Deployed',
+    })
+    assert.equal(res.status, 201)
+  }
+  await chainCaughtUp(ctx.database)
+  const csv = await browser.get('/logs/export.csv')
+  const json = await browser.get('/logs/export.json')
+  const api = await browser.get('/api/v1/events?limit=1')
+  const head = String(csv.headers['shiplog-chain-head'])
+  assert.match(head, /^events:\d+:[0-9a-f]{64}$/)
+  assert.equal(json.headers['shiplog-chain-head'], head)
+  assert.equal(api.headers['shiplog-chain-head'], head, 'the API page covers its newest event')
+  assert.match(csv.payload, /^id,/, 'the body is the export as before')
+  assert.equal((json.json() as unknown[]).length, 3)
+
+  // Later: more events, one older event changed; the kept head no longer matches.
+  await deploy(ctx.app, ctx.tenant.key, {
+    service: 'api',
+    environment: 'prod',
+    version: '2.0',
+    status: 'Deployed',
+  })
+  await chainCaughtUp(ctx.database)
+  const kept = parseHead(head)
+  assert.ok(typeof kept !== 'string')
+  assert.equal((await verifyChains(ctx.database, { heads: [kept] })).ok, true)
+  const older = await browser.get('/api/v1/events?limit=1&service=api')
+  assert.notEqual(older.headers['shiplog-chain-head'], head, 'a newer page has a newer head')
 })
