@@ -74,7 +74,7 @@ async function rechain(databaseUrl) {
           link: genesisLink(stream),
           hole_from: null,
           hole_seen_at: null,
-          hole_snapshot: null,
+          hole_writers: null,
         })
         .where('stream', '=', stream)
         .execute()

@@ -240,7 +240,7 @@ export interface ChainHeadsTable {
   updated_at: EpochMs
   hole_from: number | null
   hole_seen_at: EpochMs | null
-  hole_snapshot: string | null
+  hole_writers: string | null
 }
 
 export interface DB {

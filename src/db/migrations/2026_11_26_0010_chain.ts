@@ -29,12 +29,12 @@ export function chainSchema(): Migration {
         .addColumn('link', 'text', (c) => c.notNull())
         .addColumn('updated_at', 'bigint', (c) => c.notNull())
         // The first id the chain waits for (a gap in the ids: a transaction that may still commit
-        // below rows already visible), since when, and on PostgreSQL the snapshot then
-        // (txid_current_snapshot as text): once the transactions it lists as running have ended,
-        // nothing can commit in the gap any more.
+        // below rows already visible), since when, and on PostgreSQL the transactions writing to
+        // the table then (pg_locks virtualtransaction ids, comma-separated): once none of them
+        // holds its lock any more, nothing can commit in the gap.
         .addColumn('hole_from', 'bigint')
         .addColumn('hole_seen_at', 'bigint')
-        .addColumn('hole_snapshot', 'text')
+        .addColumn('hole_writers', 'text')
         .execute()
       for (const stream of ['events', 'audit']) {
         await sql`insert into chain_heads (stream, through, link, updated_at)

@@ -5,10 +5,12 @@
 //
 // Ids can commit out of order on PostgreSQL: a transaction that took id 11 may commit after one
 // that took id 12. The chain never passes a gap in the ids while a row may still commit in it:
-// it stops before the gap, notes when it first saw it and PostgreSQL's snapshot then (which
-// transactions were running), and passes it once each of those has ended (at least HOLE_SETTLE_MS
-// later: an INSERT takes its id a moment before it shows as running) or, whatever still runs,
-// after HOLE_GRACE_MS. A gap passed is final: a row
+// it stops before the gap, notes when it first saw it and which transactions were writing to the
+// table then, and passes it once none of those is still running or, whatever still runs, after
+// HOLE_GRACE_MS. This is exact: an INSERT locks its table (RowExclusiveLock, in pg_locks) before it
+// takes an id and keeps the lock until it commits or rolls back, and an id in the gap was taken
+// before a higher one was visible, so whatever may still fill the gap holds the lock when the gap is
+// first seen. The lock is per table and schema, so unrelated work on the server does not count. A gap passed is final: a row
 // that turns up in it later was not chained and `shiplog verify` reports it as inserted. On SQLite
 // one writer at a time takes ids in commit order, so a gap there is final at once (a rolled-back
 // insert also rolls back its id; what remains is a row deleted before it was chained).
@@ -28,13 +30,14 @@ import {
 
 /** Rows chained per stream per run. */
 export const CHAIN_BATCH = 2000
-/** The least time a gap is waited for on PostgreSQL, even when the transaction horizon has passed it. */
-export const HOLE_SETTLE_MS = 500
+/** How soon a gap being waited for is looked at again. */
+export const HOLE_SETTLE_MS = 100
 /** The most: after this a gap is passed whatever still runs (a commit later is then "inserted"). */
 export const HOLE_GRACE_MS = 60_000
 
 export interface ChainOptions {
   batch?: number
+  /** How soon a gap being waited for is looked at again (the task). */
   settleMs?: number
   graceMs?: number
   now?: () => number
@@ -57,7 +60,7 @@ interface HeadRow {
   link: string
   hole_from: number | null
   hole_seen_at: number | null
-  hole_snapshot: string | null
+  hole_writers: string | null
 }
 
 interface Planned {
@@ -98,35 +101,46 @@ function plan(
 }
 
 function chainSqlite(database: SqliteHandle, spec: StreamSpec, limit: number, now: number): StreamProgress {
+  const readHead = () => {
+    const head = database
+      .prepare(
+        'SELECT through, link, hole_from, hole_seen_at, hole_writers FROM chain_heads WHERE stream = ?',
+      )
+      .get(spec.name) as HeadRow | undefined
+    if (!head) throw new Error(`chain head ${spec.name} is missing (run shiplog migrate)`)
+    return head
+  }
+  // Read and hash without the write lock (WAL readers do not block the event writer); take it only
+  // to write the links, after checking that no other process chained meanwhile.
+  const head = readHead()
+  const rows = database
+    .prepare(`SELECT ${columnList(spec)} FROM ${spec.table} WHERE id > ? ORDER BY id LIMIT ?`)
+    .all(head.through, limit) as ChainRow[]
+  // One writer at a time hands out ids in commit order: a gap is final when it is seen.
+  const planned = plan(spec, head, rows, rows.length === limit, () => true)
+  const idle = { stream: spec.name, chained: 0, through: Number(head.through), more: false, waitingAt: null }
+  if (planned.links.length === 0) return idle
   // Like the deployments' derivation: a run lost to a power cut is lost whole and done again.
   const { synchronous } = database.prepare('pragma synchronous').get() as { synchronous: number }
   database.prepare('pragma synchronous = normal').run()
   try {
     database.prepare('begin immediate').run()
     try {
-      const head = database
-        .prepare(
-          'SELECT through, link, hole_from, hole_seen_at, hole_snapshot FROM chain_heads WHERE stream = ?',
-        )
-        .get(spec.name) as HeadRow | undefined
-      if (!head) throw new Error(`chain head ${spec.name} is missing (run shiplog migrate)`)
-      const rows = database
-        .prepare(`SELECT ${columnList(spec)} FROM ${spec.table} WHERE id > ? ORDER BY id LIMIT ?`)
-        .all(head.through, limit) as ChainRow[]
-      // One writer at a time hands out ids in commit order: a gap is final when it is seen.
-      const planned = plan(spec, head, rows, rows.length === limit, () => true)
+      const locked = readHead()
+      if (Number(locked.through) !== Number(head.through)) {
+        database.prepare('rollback').run()
+        return { ...idle, through: Number(locked.through), more: true }
+      }
       const insert = database.prepare(
         'INSERT INTO chain_links (stream, row_id, digest, link, account_id, at) VALUES (?, ?, ?, ?, ?, ?)',
       )
       for (const l of planned.links) insert.run(spec.name, l.row_id, l.digest, l.link, l.account_id, l.at)
-      if (planned.links.length > 0) {
-        database
-          .prepare(
-            'UPDATE chain_heads SET through = ?, link = ?, updated_at = ?, hole_from = NULL, hole_seen_at = NULL, ' +
-              'hole_snapshot = NULL WHERE stream = ?',
-          )
-          .run(planned.through, planned.link, now, spec.name)
-      }
+      database
+        .prepare(
+          'UPDATE chain_heads SET through = ?, link = ?, updated_at = ?, hole_from = NULL, hole_seen_at = NULL, ' +
+            'hole_writers = NULL WHERE stream = ?',
+        )
+        .run(planned.through, planned.link, now, spec.name)
       database.prepare('commit').run()
       return {
         stream: spec.name,
@@ -151,31 +165,33 @@ async function chainPostgresIn(
   spec: StreamSpec,
   limit: number,
   now: number,
-  settleMs: number,
   graceMs: number,
 ): Promise<StreamProgress | null> {
-  const { rows: heads } = await sql<HeadRow>`select through, link, hole_from, hole_seen_at, hole_snapshot
+  const { rows: heads } = await sql<HeadRow>`select through, link, hole_from, hole_seen_at, hole_writers
     from chain_heads where stream = ${spec.name} for update skip locked`.execute(trx)
   const head = heads[0]
   // Another instance is chaining this stream right now.
   if (!head) return null
   const current = { through: Number(head.through), link: head.link }
-  const { rows } = await sql<ChainRow>`select ${sql.raw(columnList(spec))} from ${sql.table(spec.table)}
-    where id > ${current.through} order by id limit ${limit}`.execute(trx)
-  // Whether the recorded gap is final: seen long enough ago, and the transactions running then
-  // (the cluster's, not only this database's) have all ended.
+  // Whether the recorded gap is final: none of the transactions that wrote to the table when it
+  // was first seen still runs, or it has waited the whole grace time. Asked before the rows are
+  // read: a writer's lock goes only after its commit is visible, so the read below sees its row.
   const recorded = head.hole_from === null ? null : Number(head.hole_from)
   const seenAt = head.hole_seen_at === null ? null : Number(head.hole_seen_at)
   let holeFinal = false
   if (recorded !== null && seenAt !== null) {
     if (now - seenAt >= graceMs) holeFinal = true
-    else if (now - seenAt >= settleMs && head.hole_snapshot !== null) {
-      const { rows: ended } = await sql<{ ended: boolean | null }>`select
-        bool_and(txid_visible_in_snapshot(x, txid_current_snapshot())) as ended
-        from txid_snapshot_xip(${head.hole_snapshot}::txid_snapshot) as x`.execute(trx)
-      holeFinal = ended[0]?.ended !== false
+    else if (head.hole_writers !== null) {
+      const writers = head.hole_writers === '' ? [] : head.hole_writers.split(',')
+      const { rows: running } = await sql<{ n: number | string }>`select count(*) as n from pg_locks
+        where relation = ${spec.table}::regclass and virtualtransaction = any(${writers}::text[])`.execute(
+        trx,
+      )
+      holeFinal = Number(running[0]?.n ?? 0) === 0
     }
   }
+  const { rows } = await sql<ChainRow>`select ${sql.raw(columnList(spec))} from ${sql.table(spec.table)}
+    where id > ${current.through} order by id limit ${limit}`.execute(trx)
   const headRow: HeadRow = { ...head, through: current.through, link: current.link, hole_from: recorded }
   const planned = plan(spec, headRow, rows, rows.length === limit, (from) => from === recorded && holeFinal)
   for (let i = 0; i < planned.links.length; i += ROWS_PER_STATEMENT) {
@@ -192,7 +208,9 @@ async function chainPostgresIn(
     waitingAt = planned.hole.from
     if (!planned.hole.keepSeen) {
       await sql`update chain_heads set through = ${planned.through}, link = ${planned.link}, updated_at = ${now},
-        hole_from = ${planned.hole.from}, hole_seen_at = ${now}, hole_snapshot = txid_current_snapshot()::text
+        hole_from = ${planned.hole.from}, hole_seen_at = ${now},
+        hole_writers = (select coalesce(string_agg(distinct virtualtransaction, ','), '') from pg_locks
+          where relation = ${spec.table}::regclass and mode = 'RowExclusiveLock')
         where stream = ${spec.name}`.execute(trx)
     } else if (planned.links.length > 0) {
       await sql`update chain_heads set through = ${planned.through}, link = ${planned.link}, updated_at = ${now}
@@ -200,7 +218,7 @@ async function chainPostgresIn(
     }
   } else if (planned.links.length > 0 || recorded !== null) {
     await sql`update chain_heads set through = ${planned.through}, link = ${planned.link}, updated_at = ${now},
-      hole_from = null, hole_seen_at = null, hole_snapshot = null where stream = ${spec.name}`.execute(trx)
+      hole_from = null, hole_seen_at = null, hole_writers = null where stream = ${spec.name}`.execute(trx)
   }
   return {
     stream: spec.name,
@@ -216,12 +234,13 @@ async function chainPostgres(
   spec: StreamSpec,
   limit: number,
   now: number,
-  settleMs: number,
   graceMs: number,
 ): Promise<StreamProgress> {
+  // Read committed (whatever the server's default): each statement sees what committed before it.
   const progress = await database.db
     .transaction()
-    .execute((trx) => chainPostgresIn(trx, spec, limit, now, settleMs, graceMs))
+    .setIsolationLevel('read committed')
+    .execute((trx) => chainPostgresIn(trx, spec, limit, now, graceMs))
   return progress ?? { stream: spec.name, chained: 0, through: 0, more: false, waitingAt: null }
 }
 
@@ -232,17 +251,7 @@ export async function chainOnce(database: Database, options: ChainOptions = {}):
   for (const spec of STREAMS) {
     const now = (options.now ?? Date.now)()
     if (database.dialect === 'sqlite') results.push(chainSqlite(database, spec, limit, now))
-    else
-      results.push(
-        await chainPostgres(
-          database,
-          spec,
-          limit,
-          now,
-          options.settleMs ?? HOLE_SETTLE_MS,
-          options.graceMs ?? HOLE_GRACE_MS,
-        ),
-      )
+    else results.push(await chainPostgres(database, spec, limit, now, options.graceMs ?? HOLE_GRACE_MS))
   }
   return results
 }
