@@ -129,7 +129,7 @@ export async function buildApp(options: BuildOptions): Promise<App> {
   metrics.onWebhookQueueDepth(() => webhooks.queueDepth())
   tasks.add(webhooks.task())
   // Tamper evidence: chains events and audit entries off the request path (src/domain/chain/).
-  tasks.add(chainTask(database))
+  tasks.add(chainTask(database, {}, app.log))
   app.addHook('onReady', async () => tasks.start())
   resources.revocations?.subscribe({
     onRevoked: (digest) => verifier.forgetDigest(digest),

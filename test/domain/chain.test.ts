@@ -17,7 +17,7 @@ import {
   rowDigest,
   streamSpec,
 } from '../../src/domain/chain/canonical.js'
-import { chainCaughtUp, chainLag, chainOnce } from '../../src/domain/chain/chainer.js'
+import { chainCaughtUp, chainLag, chainOnce, chainTask } from '../../src/domain/chain/chainer.js'
 import { currentHead, parseHead, verifyChains } from '../../src/domain/chain/verify.js'
 import { addTenant, buildTestApp, type Cleanup, freshDatabaseUrl, testDialect } from '../helper.js'
 import { deploy, userSession } from '../support/ui.js'
@@ -444,4 +444,27 @@ test('CSV/JSON exports and /api/v1/events carry Shiplog-Chain-Head; verify --hea
   assert.equal((await verifyChains(ctx.database, { heads: [kept] })).ok, true)
   const older = await browser.get('/api/v1/events?limit=1&service=api')
   assert.notEqual(older.headers['shiplog-chain-head'], head, 'a newer page has a newer head')
+})
+
+test('the task logs the heads (a copy outside the database) once they move, and says when rows wait', async (t) => {
+  const { database, accountId } = await setUp(t)
+  const lines: string[] = []
+  const log = {
+    debug: () => {},
+    warn: () => {},
+    info: (_: unknown, message: string) => void lines.push(message),
+  }
+  const task = chainTask(database, { batch: 2 }, log)
+  assert.equal(await task.run(), undefined, 'nothing to chain: the normal interval')
+  assert.deepEqual(lines, [], 'no head yet, nothing logged')
+  for (let i = 0; i < 5; i++) await addEvent(database, accountId, `1.0.${i}`)
+  const next = await task.run()
+  assert.ok(typeof next === 'number' && next < 1000, 'more rows wait: the next run comes sooner')
+  for (let i = 0; i < 5 && (await chainLag(database)).events > 0; i++) await chainOnce(database)
+  const head = await currentHead(database.db, 'events')
+  assert.ok(head)
+  const fresh = chainTask(database, {}, log)
+  await fresh.run()
+  assert.equal(lines.length, 1)
+  assert.match(lines[0] ?? '', new RegExp(`^chain heads ${head} \\(keep a copy`))
 })

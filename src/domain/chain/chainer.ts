@@ -17,7 +17,7 @@
 import { sql, type Transaction } from 'kysely'
 import type { Database, PostgresHandle, SqliteHandle } from '../../db/connect.js'
 import type { DB } from '../../db/schema.js'
-import type { Task } from '../tasks.js'
+import type { Task, TaskLogger } from '../tasks.js'
 import {
   type ChainRow,
   columnList,
@@ -27,6 +27,7 @@ import {
   STREAMS,
   type StreamSpec,
 } from './canonical.js'
+import { currentHead } from './verify.js'
 
 /** Rows chained per stream per run. */
 export const CHAIN_BATCH = 2000
@@ -290,12 +291,19 @@ export async function chainLag(database: Database): Promise<Record<StreamSpec['n
   return lag
 }
 
+/** How often the task writes the current heads to the log (a copy outside the database). */
+export const HEAD_LOG_INTERVAL_MS = 10 * 60_000
+
 /**
  * The background task: a run a second while idle; while rows wait, the next run follows after
  * twice as long as this one took (at least 20 ms), so chaining takes at most about a third of the
- * event loop from ingest; a gap being waited for is looked at again after HOLE_SETTLE_MS.
+ * event loop from ingest; a gap being waited for is looked at again after HOLE_SETTLE_MS. Every
+ * HEAD_LOG_INTERVAL_MS, when the chain moved, it logs both heads: a log shipped elsewhere then holds
+ * heads that `shiplog verify --head` can check.
  */
-export function chainTask(database: Database, options: ChainOptions = {}): Task {
+export function chainTask(database: Database, options: ChainOptions = {}, log?: TaskLogger): Task {
+  let lastLogged = 0
+  let loggedHeads = ''
   return {
     name: 'chain',
     intervalMs: 1000,
@@ -303,6 +311,19 @@ export function chainTask(database: Database, options: ChainOptions = {}): Task 
     run: async () => {
       const started = performance.now()
       const results = await chainOnce(database, options)
+      if (log && Date.now() - lastLogged >= HEAD_LOG_INTERVAL_MS) {
+        const heads = [await currentHead(database.db, 'events'), await currentHead(database.db, 'audit')]
+          .filter((h) => h !== null)
+          .join(' ')
+        lastLogged = Date.now()
+        if (heads !== '' && heads !== loggedHeads) {
+          loggedHeads = heads
+          log.info(
+            { chainHeads: heads },
+            `chain heads ${heads} (keep a copy: shiplog verify --head checks it)`,
+          )
+        }
+      }
       if (results.some((r) => r.more && r.waitingAt === null))
         return Math.max(20, 2 * (performance.now() - started))
       if (results.some((r) => r.waitingAt !== null)) return options.settleMs ?? HOLE_SETTLE_MS
