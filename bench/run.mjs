@@ -70,6 +70,7 @@ import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import SqliteDatabase from 'better-sqlite3'
 import pg from 'pg'
+import { chainCpu, chainLagAfterRun } from './lib/chain.mjs'
 import { killAllChildren, runNode, startServer } from './lib/children.mjs'
 import { benchCopy } from './lib/copy.mjs'
 import { benchInsights, DERIVE_TARGET_US, PAGE_TARGET_MS } from './lib/insights.mjs'
@@ -458,6 +459,11 @@ async function checkStored(store, source, shape, answered, prefix) {
   return { acked, stored: acked - lost, unanswered, problems }
 }
 
+/** @type {Array<{ scenario: string, behind: number, catchUpMs: number | null }>} */
+const chainLags = []
+/** @type {Array<{ dialect: string, rows: number, cpuMs: number, seconds: number, usPerRow: number }>} */
+const chainCpus = []
+
 /** @param {Store} store */
 async function benchShiplog(store) {
   const env = {
@@ -507,6 +513,8 @@ async function benchShiplog(store) {
     for (const [scenario, shape, source, request, prefix] of scenarios) {
       await settleDerivation(store)
       const { warmup, measured, cpuUs } = await warmAndMeasure(server.url, shape, scenario, server.pid)
+      // Tamper evidence: rows the chain is behind as the run ends, and the time to catch up.
+      chainLags.push({ scenario, ...(await chainLagAfterRun(store.databaseUrl)) })
       const problems = [...loadProblems(warmup, 'warm-up'), ...loadProblems(measured, 'measured')]
       const check = await withTimeout(
         checkStored(store, source, shape, warmup.ok + measured.ok, prefix),
@@ -562,6 +570,8 @@ async function benchShiplog(store) {
     await server.stop()
     serverLogs[store.dialect] = { ...summariseLog(logFile), logFile }
   }
+  // The chain's CPU per row, without HTTP: every row of this run chained again in a process of its own.
+  chainCpus.push({ dialect: store.dialect, ...(await chainCpu(store.databaseUrl)) })
 }
 
 /** @returns {Store} */
@@ -922,6 +932,20 @@ if (parts.has('ingest')) {
         `${num(rate * 100, 1)} % of its rate without them` +
         (cpu === null ? '' : ` and used ${num(cpu * 100, 1)} % of the server CPU per answer`) +
         ` (target: within 5 % of the rate)`,
+    )
+  }
+  for (const c of chainLags) {
+    console.log(
+      `chain: ${c.scenario}: ${num(c.behind)} rows not chained when the measured run ended; ` +
+        (c.catchUpMs === null
+          ? 'NOT caught up within 60 s'
+          : `caught up ${num(c.catchUpMs / 1000, 2)} s later`),
+    )
+  }
+  for (const c of chainCpus) {
+    console.log(
+      `chain: ${c.dialect}: ${num(c.usPerRow, 2)} µs of CPU per row to chain (${num(c.rows)} rows in ` +
+        `${num(c.seconds, 1)} s, one process, no HTTP; the database server not counted)`,
     )
   }
 }

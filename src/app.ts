@@ -6,6 +6,7 @@ import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify'
 import type { Config } from './config.js'
 import type { Database } from './db/connect.js'
 import { announceDerived } from './db/revocations.js'
+import { chainTask } from './domain/chain/chainer.js'
 import { isDatabaseUnavailable, outageLogFor } from './domain/database-errors.js'
 import { DeploymentSync } from './domain/deployments/sync.js'
 import { eventStoreFor } from './domain/events/store.js'
@@ -127,6 +128,8 @@ export async function buildApp(options: BuildOptions): Promise<App> {
   })
   metrics.onWebhookQueueDepth(() => webhooks.queueDepth())
   tasks.add(webhooks.task())
+  // Tamper evidence: chains events and audit entries off the request path (src/domain/chain/).
+  tasks.add(chainTask(database, {}, app.log))
   app.addHook('onReady', async () => tasks.start())
   resources.revocations?.subscribe({
     onRevoked: (digest) => verifier.forgetDigest(digest),

@@ -31,6 +31,7 @@ import { createWebhook, deleteWebhook, listWebhooks, WebhookInputError } from '.
 import { PACKAGE_JSON } from '../paths.js'
 import { serveUntilSignalled } from '../server.js'
 import { copyCommand, dumpCommand, loadCommand, OpsDataError } from './ops-data.js'
+import { parseVerifyArgs, runVerify } from './verify.js'
 
 /** A failure to report in one line on stderr; exit code 1 unless said otherwise. */
 class CliError extends Error {
@@ -76,6 +77,11 @@ Commands:
                                      transaction; checksums verified before commit)
   copy --from URL --to URL           move a whole installation between databases
                                      (SQLite <-> PostgreSQL); resumable, verified
+  verify [--head events:ID:HEX]... [--head audit:ID:HEX]...
+                                     check the tamper-evidence chains of events and audit
+                                     entries; names the first changed, missing or inserted
+                                     row; --head checks a head kept from an export or log;
+                                     exit 0 only when intact
 
 Configuration comes from the environment: PORT, HOST, DATABASE_URL (default
 sqlite:./data/shiplog.db), SHIPLOG_SECRET, SHIPLOG_PUBLIC_URL, LOG_LEVEL, REDIS_URL,
@@ -443,6 +449,15 @@ async function deploymentsRebuild(args: string[]): Promise<void> {
   })
 }
 
+async function verify(args: string[]): Promise<void> {
+  const parsed = parseVerifyArgs(args)
+  if (typeof parsed === 'string') throw new CliError(parsed, 2)
+  const ok = await withDatabase((database) =>
+    runVerify(database, parsed, (line) => process.stdout.write(`${line}\n`)),
+  )
+  if (!ok) throw new CliError('verification FAILED: the chain does not match the rows (see above)', 1)
+}
+
 async function serve(args: string[]): Promise<void> {
   const { values } = parseArgs({
     args,
@@ -489,6 +504,7 @@ export async function main(argv: string[]): Promise<number> {
     else if (command === 'dump') await dumpCommand(argv.slice(1))
     else if (command === 'load') await loadCommand(argv.slice(1))
     else if (command === 'copy') await copyCommand(argv.slice(1))
+    else if (command === 'verify') await verify(argv.slice(1))
     else throw new CliError(`unknown command "${argv.slice(0, 2).join(' ')}" (see shiplog --help)`, 2)
     return 0
   } catch (err) {

@@ -223,6 +223,26 @@ export interface AuditEntriesTable {
   details: string
 }
 
+/** One link of the tamper-evidence chain (src/domain/chain/). */
+export interface ChainLinksTable {
+  stream: 'events' | 'audit'
+  row_id: number
+  digest: string
+  link: string
+  account_id: number | null
+  at: EpochMs | null
+}
+
+export interface ChainHeadsTable {
+  stream: 'events' | 'audit'
+  through: number
+  link: string
+  updated_at: EpochMs
+  hole_from: number | null
+  hole_seen_at: EpochMs | null
+  hole_writers: string | null
+}
+
 export interface DB {
   accounts: AccountsTable
   users: UsersTable
@@ -241,6 +261,8 @@ export interface DB {
   webhooks: WebhooksTable
   webhook_deliveries: WebhookDeliveriesTable
   audit_entries: AuditEntriesTable
+  chain_links: ChainLinksTable
+  chain_heads: ChainHeadsTable
 }
 
 export type Account = Selectable<AccountsTable>

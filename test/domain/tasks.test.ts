@@ -56,6 +56,7 @@ test('the app runs the key-usage flush, session clean-up, deployments catch-up, 
   await ctx.app.ready()
   const names = Object.keys(ctx.app.shiplog.tasks.counters()).sort()
   const expected = [
+    'chain',
     'deployments',
     'key-usage',
     'session-cleanup',

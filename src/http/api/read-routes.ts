@@ -2,6 +2,7 @@
 // /api/v1/metrics, for a key with the read scope or a logged-in browser session.
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { type Static, Type } from 'typebox'
+import { CHAIN_HEAD_HEADER, eventsHeadFor } from '../../domain/chain/heads.js'
 import { DAY_MS, type Spread } from '../../domain/deployments/metrics.js'
 import { boardCells, listDeployments, metricsForWindow } from '../../domain/deployments/queries.js'
 import { environmentsInOrder, hasService, stallMsOf, teamsOf } from '../../domain/deployments/read-queries.js'
@@ -299,6 +300,12 @@ export async function readRoutes(app: FastifyInstance, options: ReadOptions): Pr
         )
         const next = page.olderCursor === null ? null : cursors.encode('events', page.olderCursor)
         linkNext(reply, request, next)
+        // Tamper evidence: the chain head covering the page's newest event (docs/SECURITY.md).
+        const chainHead = await eventsHeadFor(
+          db,
+          page.rows.length === 0 ? null : Math.max(...page.rows.map((r) => r.id)),
+        )
+        if (chainHead !== null) reply.header(CHAIN_HEAD_HEADER, chainHead)
         return { events: page.rows.map(toPublicEvent), next_cursor: next }
       },
     })

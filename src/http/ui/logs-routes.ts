@@ -3,6 +3,7 @@ import { Readable } from 'node:stream'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify'
 import { type Static, Type } from 'typebox'
+import { CHAIN_HEAD_HEADER, eventsHeadFor } from '../../domain/chain/heads.js'
 import type { FieldError } from '../../domain/events/event.js'
 import { exportEvents } from '../../domain/events/export/index.js'
 import {
@@ -182,6 +183,9 @@ export const logsRoutes: FastifyPluginAsync<UiContext> = async (plain, ctx) => {
       // The first step reads the first chunk: a database error is still an error answer here, not
       // a download cut short.
       const first = await chunks.next()
+      // Tamper evidence: the chain head as of this download (docs/SECURITY.md); the body is unchanged.
+      const chainHead = await eventsHeadFor(ctx.database.db, null)
+      if (chainHead !== null) reply.header(CHAIN_HEAD_HEADER, chainHead)
       async function* body() {
         if (!first.done) yield first.value
         yield* chunks

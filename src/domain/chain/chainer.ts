@@ -1,0 +1,333 @@
+// The background task that extends the chain: for each stream, the rows past its head in id order,
+// a batch at a time, hashed off the request path and written with the new head in one transaction.
+// One instance chains a stream at a time: SQLite's write lock (begin immediate), or on PostgreSQL
+// the head row taken FOR UPDATE SKIP LOCKED (an instance that finds it taken skips its turn).
+//
+// Ids can commit out of order on PostgreSQL: a transaction that took id 11 may commit after one
+// that took id 12. The chain never passes a gap in the ids while a row may still commit in it:
+// it stops before the gap, notes when it first saw it and which transactions were writing to the
+// table then, and passes it once none of those is still running or, whatever still runs, after
+// HOLE_GRACE_MS. This is exact: an INSERT locks its table (RowExclusiveLock, in pg_locks) before it
+// takes an id and keeps the lock until it commits or rolls back, and an id in the gap was taken
+// before a higher one was visible, so whatever may still fill the gap holds the lock when the gap is
+// first seen. The lock is per table and schema, so unrelated work on the server does not count. A gap passed is final: a row
+// that turns up in it later was not chained and `shiplog verify` reports it as inserted. On SQLite
+// one writer at a time takes ids in commit order, so a gap there is final at once (a rolled-back
+// insert also rolls back its id; what remains is a row deleted before it was chained).
+import { sql, type Transaction } from 'kysely'
+import type { Database, PostgresHandle, SqliteHandle } from '../../db/connect.js'
+import type { DB } from '../../db/schema.js'
+import type { Task, TaskLogger } from '../tasks.js'
+import {
+  type ChainRow,
+  columnList,
+  linkedValues,
+  linkFrom,
+  rowDigest,
+  STREAMS,
+  type StreamSpec,
+} from './canonical.js'
+import { currentHead } from './verify.js'
+
+/** Rows chained per stream per run. */
+export const CHAIN_BATCH = 2000
+/** How soon a gap being waited for is looked at again. */
+export const HOLE_SETTLE_MS = 100
+/** The most: after this a gap is passed whatever still runs (a commit later is then "inserted"). */
+export const HOLE_GRACE_MS = 60_000
+
+export interface ChainOptions {
+  batch?: number
+  /** How soon a gap being waited for is looked at again (the task). */
+  settleMs?: number
+  graceMs?: number
+  now?: () => number
+}
+
+export interface StreamProgress {
+  stream: StreamSpec['name']
+  /** Rows chained by this run. */
+  chained: number
+  /** The head after the run. */
+  through: number
+  /** Whether rows wait past the head (another batch, or a gap being waited for). */
+  more: boolean
+  /** The id the chain waits at (a gap that may still fill), if any. */
+  waitingAt: number | null
+}
+
+interface HeadRow {
+  through: number
+  link: string
+  hole_from: number | null
+  hole_seen_at: number | null
+  hole_writers: string | null
+}
+
+interface Planned {
+  links: Array<{ row_id: number; digest: string; link: string; account_id: number | null; at: number | null }>
+  through: number
+  link: string
+  /** The gap stopped at, to record (null: none, or the same one as recorded). */
+  hole: { from: number; keepSeen: boolean } | null
+  more: boolean
+}
+
+/**
+ * Plans the links for `rows` (id order, all past the head): chains them until a gap that may not
+ * be passed yet. `mayPass(from)` says whether the gap starting at `from` is final.
+ */
+function plan(
+  spec: StreamSpec,
+  head: HeadRow,
+  rows: readonly ChainRow[],
+  full: boolean,
+  mayPass: (from: number) => boolean,
+): Planned {
+  const planned: Planned = { links: [], through: head.through, link: head.link, hole: null, more: full }
+  for (const row of rows) {
+    const id = Number(row.id)
+    if (id !== planned.through + 1 && !mayPass(planned.through + 1)) {
+      planned.hole = { from: planned.through + 1, keepSeen: head.hole_from === planned.through + 1 }
+      planned.more = true
+      break
+    }
+    const digest = rowDigest(spec, row)
+    const { accountId, at } = linkedValues(spec, row)
+    planned.link = linkFrom(planned.link, digest, accountId, at)
+    planned.through = id
+    planned.links.push({ row_id: id, digest, link: planned.link, account_id: accountId, at })
+  }
+  return planned
+}
+
+function chainSqlite(database: SqliteHandle, spec: StreamSpec, limit: number, now: number): StreamProgress {
+  const readHead = () => {
+    const head = database
+      .prepare(
+        'SELECT through, link, hole_from, hole_seen_at, hole_writers FROM chain_heads WHERE stream = ?',
+      )
+      .get(spec.name) as HeadRow | undefined
+    if (!head) throw new Error(`chain head ${spec.name} is missing (run shiplog migrate)`)
+    return head
+  }
+  // Read and hash without the write lock (WAL readers do not block the event writer); take it only
+  // to write the links, after checking that no other process chained meanwhile.
+  const head = readHead()
+  const rows = database
+    .prepare(`SELECT ${columnList(spec)} FROM ${spec.table} WHERE id > ? ORDER BY id LIMIT ?`)
+    .all(head.through, limit) as ChainRow[]
+  // One writer at a time hands out ids in commit order: a gap is final when it is seen.
+  const planned = plan(spec, head, rows, rows.length === limit, () => true)
+  const idle = { stream: spec.name, chained: 0, through: Number(head.through), more: false, waitingAt: null }
+  if (planned.links.length === 0) return idle
+  // Like the deployments' derivation: a run lost to a power cut is lost whole and done again.
+  const { synchronous } = database.prepare('pragma synchronous').get() as { synchronous: number }
+  database.prepare('pragma synchronous = normal').run()
+  try {
+    database.prepare('begin immediate').run()
+    try {
+      const locked = readHead()
+      if (Number(locked.through) !== Number(head.through)) {
+        database.prepare('rollback').run()
+        return { ...idle, through: Number(locked.through), more: true }
+      }
+      const insert = database.prepare(
+        'INSERT INTO chain_links (stream, row_id, digest, link, account_id, at) VALUES (?, ?, ?, ?, ?, ?)',
+      )
+      for (const l of planned.links) insert.run(spec.name, l.row_id, l.digest, l.link, l.account_id, l.at)
+      database
+        .prepare(
+          'UPDATE chain_heads SET through = ?, link = ?, updated_at = ?, hole_from = NULL, hole_seen_at = NULL, ' +
+            'hole_writers = NULL WHERE stream = ?',
+        )
+        .run(planned.through, planned.link, now, spec.name)
+      database.prepare('commit').run()
+      return {
+        stream: spec.name,
+        chained: planned.links.length,
+        through: planned.through,
+        more: planned.more,
+        waitingAt: null,
+      }
+    } catch (err) {
+      if (database.sqlite.inTransaction) database.prepare('rollback').run()
+      throw err
+    }
+  } finally {
+    database.prepare(`pragma synchronous = ${Number(synchronous)}`).run()
+  }
+}
+
+const ROWS_PER_STATEMENT = 1000
+
+async function chainPostgresIn(
+  trx: Transaction<DB>,
+  spec: StreamSpec,
+  limit: number,
+  now: number,
+  graceMs: number,
+): Promise<StreamProgress | null> {
+  const { rows: heads } = await sql<HeadRow>`select through, link, hole_from, hole_seen_at, hole_writers
+    from chain_heads where stream = ${spec.name} for update skip locked`.execute(trx)
+  const head = heads[0]
+  // Another instance is chaining this stream right now.
+  if (!head) return null
+  const current = { through: Number(head.through), link: head.link }
+  // Whether the recorded gap is final: none of the transactions that wrote to the table when it
+  // was first seen still runs, or it has waited the whole grace time. Asked before the rows are
+  // read: a writer's lock goes only after its commit is visible, so the read below sees its row.
+  const recorded = head.hole_from === null ? null : Number(head.hole_from)
+  const seenAt = head.hole_seen_at === null ? null : Number(head.hole_seen_at)
+  let holeFinal = false
+  if (recorded !== null && seenAt !== null) {
+    if (now - seenAt >= graceMs) holeFinal = true
+    else if (head.hole_writers !== null) {
+      const writers = head.hole_writers === '' ? [] : head.hole_writers.split(',')
+      const { rows: running } = await sql<{ n: number | string }>`select count(*) as n from pg_locks
+        where relation = ${spec.table}::regclass and virtualtransaction = any(${writers}::text[])`.execute(
+        trx,
+      )
+      holeFinal = Number(running[0]?.n ?? 0) === 0
+    }
+  }
+  const { rows } = await sql<ChainRow>`select ${sql.raw(columnList(spec))} from ${sql.table(spec.table)}
+    where id > ${current.through} order by id limit ${limit}`.execute(trx)
+  const headRow: HeadRow = { ...head, through: current.through, link: current.link, hole_from: recorded }
+  const planned = plan(spec, headRow, rows, rows.length === limit, (from) => from === recorded && holeFinal)
+  for (let i = 0; i < planned.links.length; i += ROWS_PER_STATEMENT) {
+    const part = planned.links.slice(i, i + ROWS_PER_STATEMENT)
+    await sql`insert into chain_links (stream, row_id, digest, link, account_id, at)
+      select ${spec.name}, r, d, l, a, t from unnest(${part.map((l) => l.row_id)}::bigint[],
+        ${part.map((l) => l.digest)}::text[], ${part.map((l) => l.link)}::text[],
+        ${part.map((l) => l.account_id)}::bigint[], ${part.map((l) => l.at)}::bigint[]) as x(r, d, l, a, t)`.execute(
+      trx,
+    )
+  }
+  let waitingAt: number | null = null
+  if (planned.hole) {
+    waitingAt = planned.hole.from
+    if (!planned.hole.keepSeen) {
+      await sql`update chain_heads set through = ${planned.through}, link = ${planned.link}, updated_at = ${now},
+        hole_from = ${planned.hole.from}, hole_seen_at = ${now},
+        hole_writers = (select coalesce(string_agg(distinct virtualtransaction, ','), '') from pg_locks
+          where relation = ${spec.table}::regclass and mode = 'RowExclusiveLock')
+        where stream = ${spec.name}`.execute(trx)
+    } else if (planned.links.length > 0) {
+      await sql`update chain_heads set through = ${planned.through}, link = ${planned.link}, updated_at = ${now}
+        where stream = ${spec.name}`.execute(trx)
+    }
+  } else if (planned.links.length > 0 || recorded !== null) {
+    await sql`update chain_heads set through = ${planned.through}, link = ${planned.link}, updated_at = ${now},
+      hole_from = null, hole_seen_at = null, hole_writers = null where stream = ${spec.name}`.execute(trx)
+  }
+  return {
+    stream: spec.name,
+    chained: planned.links.length,
+    through: planned.through,
+    more: planned.more,
+    waitingAt,
+  }
+}
+
+async function chainPostgres(
+  database: PostgresHandle,
+  spec: StreamSpec,
+  limit: number,
+  now: number,
+  graceMs: number,
+): Promise<StreamProgress> {
+  // Read committed (whatever the server's default): each statement sees what committed before it.
+  const progress = await database.db
+    .transaction()
+    .setIsolationLevel('read committed')
+    .execute((trx) => chainPostgresIn(trx, spec, limit, now, graceMs))
+  return progress ?? { stream: spec.name, chained: 0, through: 0, more: false, waitingAt: null }
+}
+
+/** One batch of each stream. */
+export async function chainOnce(database: Database, options: ChainOptions = {}): Promise<StreamProgress[]> {
+  const limit = options.batch ?? CHAIN_BATCH
+  const results: StreamProgress[] = []
+  for (const spec of STREAMS) {
+    const now = (options.now ?? Date.now)()
+    if (database.dialect === 'sqlite') results.push(chainSqlite(database, spec, limit, now))
+    else results.push(await chainPostgres(database, spec, limit, now, options.graceMs ?? HOLE_GRACE_MS))
+  }
+  return results
+}
+
+/**
+ * Chains until nothing is left that may be chained now (a gap being waited for stops it), or
+ * `maxRuns` batches; returns the rows chained. For tests, the bench and the task.
+ */
+export async function chainCaughtUp(
+  database: Database,
+  options: ChainOptions & { maxRuns?: number } = {},
+): Promise<number> {
+  let chained = 0
+  for (let run = 0; run < (options.maxRuns ?? Number.POSITIVE_INFINITY); run++) {
+    const results = await chainOnce(database, options)
+    const made = results.reduce((n, r) => n + r.chained, 0)
+    chained += made
+    if (made === 0 || !results.some((r) => r.more && r.waitingAt === null)) return chained
+  }
+  return chained
+}
+
+/** Rows not chained yet, per stream: rows past the head (on a large table, an index range count). */
+export async function chainLag(database: Database): Promise<Record<StreamSpec['name'], number>> {
+  const lag = { events: 0, audit: 0 }
+  for (const spec of STREAMS) {
+    const head = await database.db
+      .selectFrom('chain_heads')
+      .select('through')
+      .where('stream', '=', spec.name)
+      .executeTakeFirst()
+    const { rows } = await sql<{ n: number | string }>`select count(*) as n from ${sql.table(spec.table)}
+      where id > ${Number(head?.through ?? 0)}`.execute(database.db)
+    lag[spec.name] = Number(rows[0]?.n ?? 0)
+  }
+  return lag
+}
+
+/** How often the task writes the current heads to the log (a copy outside the database). */
+export const HEAD_LOG_INTERVAL_MS = 10 * 60_000
+
+/**
+ * The background task: a run a second while idle; while rows wait, the next run follows after
+ * twice as long as this one took (at least 20 ms), so chaining takes at most about a third of the
+ * event loop from ingest; a gap being waited for is looked at again after HOLE_SETTLE_MS. Every
+ * HEAD_LOG_INTERVAL_MS, when the chain moved, it logs both heads: a log shipped elsewhere then holds
+ * heads that `shiplog verify --head` can check.
+ */
+export function chainTask(database: Database, options: ChainOptions = {}, log?: TaskLogger): Task {
+  let lastLogged = 0
+  let loggedHeads = ''
+  return {
+    name: 'chain',
+    intervalMs: 1000,
+    firstRunMs: 0,
+    run: async () => {
+      const started = performance.now()
+      const results = await chainOnce(database, options)
+      if (log && Date.now() - lastLogged >= HEAD_LOG_INTERVAL_MS) {
+        const heads = [await currentHead(database.db, 'events'), await currentHead(database.db, 'audit')]
+          .filter((h) => h !== null)
+          .join(' ')
+        lastLogged = Date.now()
+        if (heads !== '' && heads !== loggedHeads) {
+          loggedHeads = heads
+          log.info(
+            { chainHeads: heads },
+            `chain heads ${heads} (keep a copy: shiplog verify --head checks it)`,
+          )
+        }
+      }
+      if (results.some((r) => r.more && r.waitingAt === null))
+        return Math.max(20, 2 * (performance.now() - started))
+      if (results.some((r) => r.waitingAt !== null)) return options.settleMs ?? HOLE_SETTLE_MS
+      return undefined
+    },
+  }
+}
