@@ -33,6 +33,9 @@ const DECLARED: Record<keyof DB, true> = {
   services: true,
   webhooks: true,
   webhook_deliveries: true,
+  audit_entries: true,
+  chain_links: true,
+  chain_heads: true,
 }
 
 async function migrated(t: Cleanup): Promise<Database> {

@@ -30,10 +30,10 @@ export class LoadError extends Error {
 }
 
 /**
- * Tables a migration fills with a starting row (deployments' high-water mark). They do not count as
+ * Tables a migration fills with a starting row (deployments' high-water mark, the chains' heads). They do not count as
  * data when deciding whether a database is empty, and load/copy replace their rows with the source's.
  */
-export const SEEDED_BY_MIGRATIONS: readonly string[] = ['deployments_progress']
+export const SEEDED_BY_MIGRATIONS: readonly string[] = ['deployments_progress', 'chain_heads']
 
 /** The first application table that holds rows (beyond what migrations put there), if any. */
 export async function firstTableWithData(
