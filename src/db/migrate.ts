@@ -9,6 +9,7 @@ import { deploymentsSchema } from './migrations/2026_11_23_0005_deployments.js'
 import { leanDeployments } from './migrations/2026_11_24_0006_lean_deployments.js'
 import { webhooksSchema } from './migrations/2026_11_25_0007_webhooks.js'
 import { auditSchema } from './migrations/2026_11_26_0008_audit.js'
+import { oidcSchema } from './migrations/2026_11_26_0011_oidc.js'
 
 function provider(database: Database): MigrationProvider {
   return {
@@ -23,6 +24,7 @@ function provider(database: Database): MigrationProvider {
         '2026_11_24_0006_lean_deployments': leanDeployments(),
         '2026_11_25_0007_webhooks': webhooksSchema(database.dialect),
         '2026_11_26_0008_audit': auditSchema(database.dialect),
+        '2026_11_26_0011_oidc': oidcSchema(database.dialect),
       }
     },
   }
