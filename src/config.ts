@@ -350,13 +350,21 @@ function parseOidcMapping(
     ) {
       throw new ConfigError(`${name}: "${left}" is not an email domain such as example.com`)
     }
-    if (account.length > 100 || /[\u0000-\u001f\u007f]/.test(account)) {
+    if (account.length > 100 || hasControlCharacter(account)) {
       throw new ConfigError(`${name}: the account name for "${left}" must be 1 to 100 printable characters`)
     }
     if (pairs.some(([k]) => k === mapped)) throw new ConfigError(`${name} names "${left}" twice`)
     pairs.push([mapped, account] as const)
   }
   return pairs
+}
+
+function hasControlCharacter(text: string): boolean {
+  for (const char of text) {
+    const code = char.codePointAt(0) ?? 0
+    if (code < 0x20 || code === 0x7f) return true
+  }
+  return false
 }
 
 function isLoopbackHost(hostname: string): boolean {
@@ -410,7 +418,7 @@ function parseOidcConfig(env: NodeJS.ProcessEnv, publicUrl: string | null): Oidc
     )
   }
   const name = value('SHIPLOG_OIDC_NAME') || 'single sign-on'
-  if (name.length > 60 || /[\u0000-\u001f\u007f]/.test(name)) {
+  if (name.length > 60 || hasControlCharacter(name)) {
     throw new ConfigError('SHIPLOG_OIDC_NAME must be at most 60 printable characters')
   }
   const scopes = (value('SHIPLOG_OIDC_SCOPES') || 'openid email profile')

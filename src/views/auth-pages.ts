@@ -46,6 +46,8 @@ export function loginPage(p: {
   notice?: string
   /** When the address belongs to several accounts: the ones this password opens, to choose from. */
   accounts?: { id: number; name: string }[]
+  /** Single sign-on: the provider's name for the "Sign in with …" button, when configured. */
+  sso?: { name: string }
 }) {
   return layout({
     title: 'Log in',
@@ -75,6 +77,15 @@ export function loginPage(p: {
         <input id="password" name="password" type="password" required autocomplete="current-password" ${p.accounts ? html`autofocus` : ''}>
         <p><button type="submit">Log in</button></p>
       </form>
+      ${
+        p.sso
+          ? html`<form method="post" action="/login/oidc" class="sso">
+              <input type="hidden" name="_csrf" value="${p.csrfToken}">
+              ${p.next ? html`<input type="hidden" name="next" value="${p.next}">` : ''}
+              <p><button type="submit" class="secondary">Sign in with ${p.sso.name}</button></p>
+            </form>`
+          : ''
+      }
     </div>`,
   })
 }

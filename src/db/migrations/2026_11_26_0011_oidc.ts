@@ -39,7 +39,11 @@ export function oidcSchema(dialect: DialectName): Migration {
         .addColumn('created_at', 'bigint', (c) => c.notNull())
         .addColumn('expires_at', 'bigint', (c) => c.notNull())
         .execute()
-      await db.schema.createIndex('oidc_logins_expires_idx').on('oidc_logins').columns(['expires_at']).execute()
+      await db.schema
+        .createIndex('oidc_logins_expires_idx')
+        .on('oidc_logins')
+        .columns(['expires_at'])
+        .execute()
 
       // 1: users of the account may sign in with a password; 0: only with single sign-on.
       await db.schema
