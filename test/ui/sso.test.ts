@@ -204,6 +204,17 @@ test('an existing password user is matched by verified email and keeps their pas
   assert.equal(await countRows(w.ctx.database, 'users'), 1, 'no second user')
   const link = await w.ctx.database.db.selectFrom('user_identities').selectAll().executeTakeFirstOrThrow()
   assert.equal(link.user_id, owner.id)
+  // Not in an admin group, but the account's only admin: not demoted (an account keeps an admin).
+  assert.equal(
+    (
+      await w.ctx.database.db
+        .selectFrom('users')
+        .select('role')
+        .where('id', '=', owner.id)
+        .executeTakeFirstOrThrow()
+    ).role,
+    'admin',
+  )
   await login(w.ctx.app, 'owner@acme.example', PASSWORD)
   // Another person at the provider with the same address later is not let in as this user.
   const other = await signIn(w, new Browser(w.ctx.app), 'impostor', {
@@ -379,7 +390,11 @@ test('an admin turns password login off: password sign-in is refused with a clea
 
   const admin = new Browser(w.ctx.app)
   assertRedirect(
-    await signIn(w, admin, 'owner-idp', { email: 'owner@acme.example', email_verified: true }),
+    await signIn(w, admin, 'owner-idp', {
+      email: 'owner@acme.example',
+      email_verified: true,
+      groups: ['shiplog-admins'],
+    }),
     '/logs/',
     303,
   )

@@ -85,11 +85,15 @@ export function createSsoClient(settings: OidcConfig): SsoClient {
   // Discovery is lazy and retried: Shiplog starts even while the provider is down, and the first
   // sign-in after it is back finds it. openid-client keeps the JWKS and fetches it again when a
   // token names a key it does not know (the provider rotated its keys).
+  // openid-client trusts an ID token from the token endpoint on the strength of TLS alone unless
+  // told otherwise (OIDC Core 3.1.3.7 allows it); Shiplog verifies the signature against the JWKS too.
   const configuration = (): Promise<oidc.Configuration> => {
+    const execute = [oidc.enableNonRepudiationChecks]
+    if (isLoopbackIssuer(new URL(settings.issuer))) execute.push(oidc.allowInsecureRequests)
     discovered ??= oidc
       .discovery(new URL(settings.issuer), settings.clientId, settings.clientSecret, undefined, {
         timeout: DISCOVERY_TIMEOUT_SECONDS,
-        ...(isLoopbackIssuer(new URL(settings.issuer)) ? { execute: [oidc.allowInsecureRequests] } : {}),
+        execute,
       })
       .catch((err: unknown) => {
         discovered = null

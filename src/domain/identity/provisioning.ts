@@ -72,7 +72,11 @@ export async function signInWithProvider(db: Kysely<DB>, input: SignInInput): Pr
         target: input.email,
         details: { method: 'oidc', role: input.role },
       })
-    } else if (input.roleFromGroups && user.role !== input.role) {
+    } else if (
+      input.roleFromGroups &&
+      user.role !== input.role &&
+      !(await isLastAdmin(trx, user.id, account.id, user.role))
+    ) {
       await trx.updateTable('users').set({ role: input.role }).where('id', '=', user.id).execute()
       await recordAudit(trx, {
         accountId: account.id,
@@ -118,6 +122,27 @@ export async function signInWithProvider(db: Kysely<DB>, input: SignInInput): Pr
     })
     return { ok: true, sessionToken, userId: user.id, accountId: account.id }
   })
+}
+
+/**
+ * An account always keeps an admin (as in Settings): the provider's groups do not demote the last
+ * one, who stays admin until another admin exists.
+ */
+async function isLastAdmin(
+  db: Kysely<DB>,
+  userId: number,
+  accountId: number,
+  role: UserRole,
+): Promise<boolean> {
+  if (role !== 'admin') return false
+  const row = await db
+    .selectFrom('users')
+    .select((eb) => eb.fn.countAll<number | string>().as('n'))
+    .where('account_id', '=', accountId)
+    .where('role', '=', 'admin')
+    .where('id', '!=', userId)
+    .executeTakeFirstOrThrow()
+  return Number(row.n) === 0
 }
 
 /** The ID token the session was opened with (single sign-on), for the provider's logout. */

@@ -200,7 +200,7 @@ export const ssoRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app, ctx) 
       throw new HttpProblem(400, 'bad-form', 'Bad form', 'password_login must be "on" or "off".')
     }
     if (wanted === 'off' && !(await hasIdentity(db, user.userId, sso.settings.issuer))) {
-      return ctx.redirectWithFlash(reply, user, '/settings/#sign-in-heading', {
+      return ctx.redirectWithFlash(reply, user, '/settings/', {
         notice: `Password login stays on: sign in once with ${sso.settings.name} yourself first, so you know it works for you.`,
       })
     }
