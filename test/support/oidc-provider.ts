@@ -30,15 +30,13 @@ export interface TestProvider {
   forgeNextIdToken(forge: IdTokenForgery): void
   /** Signs a payload with the provider's own key (kid included), as the provider would. */
   signAsProvider(payload: JWTPayload): Promise<string>
-  /** Signs with a key the provider does not have, under the provider's key id. */
-  signWithForeignKey(payload: JWTPayload): Promise<string>
+  /** Signs with a key the provider does not have, under the provider's key id (or the one given). */
+  signWithForeignKey(payload: JWTPayload, keyId?: string): Promise<string>
   /**
    * Plays the browser at the provider without one: follows the authorization URL, submits the
    * development login form as `login`, and returns the callback URL it redirects to.
    */
   authorize(authorizationUrl: string, login: string): Promise<URL>
-  /** How many times the provider's JWKS was fetched. */
-  jwksFetches(): number
 }
 
 export const CLIENT_ID = 'shiplog-test'
@@ -54,7 +52,6 @@ export async function startTestProvider(
   const clientSecret = randomBytes(24).toString('hex')
   const people = new Map<string, PersonClaims>()
   let forgery: IdTokenForgery | null = null
-  let jwksFetches = 0
 
   const { privateKey } = await generateKeyPair('RS256', { extractable: true })
   const kid = `test-${randomBytes(4).toString('hex')}`
@@ -112,7 +109,6 @@ export async function startTestProvider(
     },
   })
   provider.use(async (ctx, next) => {
-    if (ctx.path === '/jwks') jwksFetches++
     await next()
     if (ctx.path === '/token' && ctx.status === 200 && forgery) {
       const forge = forgery
@@ -148,10 +144,9 @@ export async function startTestProvider(
       forgery = forge
     },
     signAsProvider,
-    signWithForeignKey: (payload) =>
-      new SignJWT(payload).setProtectedHeader({ alg: 'RS256', kid }).sign(foreign.privateKey),
+    signWithForeignKey: (payload, keyId = kid) =>
+      new SignJWT(payload).setProtectedHeader({ alg: 'RS256', kid: keyId }).sign(foreign.privateKey),
     authorize: (authorizationUrl, login) => driveLogin(authorizationUrl, login, options.shiplogUrl),
-    jwksFetches: () => jwksFetches,
   }
 }
 

@@ -64,7 +64,7 @@ async function auditEntries(ctx: TestApp, action?: string) {
 async function assertRefused(
   w: World,
   res: Response,
-  expected: { status: number; page: RegExp; reason: string; email?: string },
+  expected: { status: number; page: RegExp; reason: string; email?: string; check?: RegExp },
 ): Promise<void> {
   assert.equal(res.statusCode, expected.status, res.payload.slice(0, 400))
   assert.match(String(res.headers['content-type']), /^text\/html/)
@@ -79,6 +79,8 @@ async function assertRefused(
   assert.equal(last.details.reason, expected.reason)
   assert.equal(last.actor_kind, 'anonymous')
   if (expected.email) assert.equal(last.target, expected.email)
+  // Which check failed is recorded, so the test knows the right one did.
+  if (expected.check) assert.match(String(last.details.check), expected.check)
   assert.equal((await auditEntries(w.ctx, 'login.succeeded')).length, 0)
   for (const entry of await auditEntries(w.ctx)) {
     assert.doesNotMatch(
@@ -236,7 +238,25 @@ test('a token re-signed with the provider key and unchanged is accepted (the for
 test('an ID token with a forged signature is refused', async (t) => {
   const w = await world(t)
   const res = await forgedSignIn(w, (p) => w.provider.signWithForeignKey(p))
-  await assertRefused(w, res, { status: 400, page: /Sign-in answer refused/, reason: 'invalid_response' })
+  await assertRefused(w, res, {
+    status: 400,
+    page: /Sign-in answer refused/,
+    reason: 'invalid_response',
+    check: /signature/i,
+  })
+})
+
+test('a token under a key id the provider never published is refused', async (t) => {
+  // (openid-client fetches the JWKS again for an unknown key id once its copy is a minute old,
+  // and every five minutes anyway: that is how a provider's key rotation reaches Shiplog.)
+  const w = await world(t)
+  const res = await forgedSignIn(w, (p) => w.provider.signWithForeignKey(p, 'rotated-in-by-an-attacker'))
+  await assertRefused(w, res, {
+    status: 400,
+    page: /Sign-in answer refused/,
+    reason: 'invalid_response',
+    check: /no applicable keys found/,
+  })
 })
 
 test('an expired ID token is refused', async (t) => {
@@ -245,25 +265,45 @@ test('an expired ID token is refused', async (t) => {
   const res = await forgedSignIn(w, (p) =>
     w.provider.signAsProvider({ ...p, iat: now - 7200, exp: now - 3600 }),
   )
-  await assertRefused(w, res, { status: 400, page: /Sign-in answer refused/, reason: 'invalid_response' })
+  await assertRefused(w, res, {
+    status: 400,
+    page: /Sign-in answer refused/,
+    reason: 'invalid_response',
+    check: /"exp"/,
+  })
 })
 
 test('an ID token for another audience is refused', async (t) => {
   const w = await world(t)
   const res = await forgedSignIn(w, (p) => w.provider.signAsProvider({ ...p, aud: 'some-other-app' }))
-  await assertRefused(w, res, { status: 400, page: /Sign-in answer refused/, reason: 'invalid_response' })
+  await assertRefused(w, res, {
+    status: 400,
+    page: /Sign-in answer refused/,
+    reason: 'invalid_response',
+    check: /"aud"/,
+  })
 })
 
 test('an ID token from another issuer is refused', async (t) => {
   const w = await world(t)
   const res = await forgedSignIn(w, (p) => w.provider.signAsProvider({ ...p, iss: 'https://evil.example' }))
-  await assertRefused(w, res, { status: 400, page: /Sign-in answer refused/, reason: 'invalid_response' })
+  await assertRefused(w, res, {
+    status: 400,
+    page: /Sign-in answer refused/,
+    reason: 'invalid_response',
+    check: /"iss"/,
+  })
 })
 
 test('an ID token without the nonce is refused', async (t) => {
   const w = await world(t)
   const res = await forgedSignIn(w, ({ nonce: _dropped, ...p }) => w.provider.signAsProvider(p))
-  await assertRefused(w, res, { status: 400, page: /Sign-in answer refused/, reason: 'invalid_response' })
+  await assertRefused(w, res, {
+    status: 400,
+    page: /Sign-in answer refused/,
+    reason: 'invalid_response',
+    check: /nonce/,
+  })
 })
 
 test('an ID token with another nonce is refused', async (t) => {
@@ -271,7 +311,12 @@ test('an ID token with another nonce is refused', async (t) => {
   const res = await forgedSignIn(w, (p) =>
     w.provider.signAsProvider({ ...p, nonce: 'not-the-one-shiplog-sent' }),
   )
-  await assertRefused(w, res, { status: 400, page: /Sign-in answer refused/, reason: 'invalid_response' })
+  await assertRefused(w, res, {
+    status: 400,
+    page: /Sign-in answer refused/,
+    reason: 'invalid_response',
+    check: /nonce/,
+  })
 })
 
 test('a replayed state is refused, and the first sign-in stays the only one', async (t) => {

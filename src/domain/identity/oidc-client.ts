@@ -60,11 +60,18 @@ function isLoopbackIssuer(issuer: URL): boolean {
   )
 }
 
-/** A readable one-line reason from a library or network error, without anything from the token itself. */
+/**
+ * A readable one-line reason from a library or network error: openid-client wraps the precise
+ * check that failed (oauth4webapi's message, e.g. `unexpected JWT "aud" (audience) claim value`) as
+ * the cause. Messages only: the causes' other fields hold the token's claims.
+ */
 function describe(err: unknown): string {
   if (!(err instanceof Error)) return String(err).slice(0, 200)
+  let innermost: Error = err
+  for (let depth = 0; depth < 4 && innermost.cause instanceof Error; depth++) innermost = innermost.cause
   const code = (err as { code?: unknown }).code
-  return `${typeof code === 'string' ? `${code}: ` : ''}${err.message}`.slice(0, 300)
+  const outer = `${typeof code === 'string' ? `${code}: ` : ''}${err.message}`
+  return (innermost === err ? outer : `${outer}: ${innermost.message}`).slice(0, 300)
 }
 
 function isNetworkError(err: unknown): boolean {
