@@ -78,12 +78,10 @@ export function loginPage(p: {
         <p><button type="submit">Log in</button></p>
       </form>
       ${
+        // A link, not a form: the page's Content-Security-Policy (form-action 'self') would stop a
+        // form's redirect to the provider, and starting a sign-in changes nothing worth a token.
         p.sso
-          ? html`<form method="post" action="/login/oidc" class="sso">
-              <input type="hidden" name="_csrf" value="${p.csrfToken}">
-              ${p.next ? html`<input type="hidden" name="next" value="${p.next}">` : ''}
-              <p><button type="submit" class="secondary">Sign in with ${p.sso.name}</button></p>
-            </form>`
+          ? html`<p class="sso"><a class="button secondary" href="/login/oidc${p.next ? `?next=${encodeURIComponent(p.next)}` : ''}">Sign in with ${p.sso.name}</a></p>`
           : ''
       }
     </div>`,

@@ -15,6 +15,22 @@ export function ssoRefusedPage(p: { title: string; detail: string }): SafeHtml {
   })
 }
 
+/**
+ * After logging out of a session opened by single sign-on: Shiplog's session has ended, and the
+ * provider's own is offered (a link: the logout form's CSP does not let it redirect off-site).
+ */
+export function providerLogoutPage(p: { providerName: string; url: string }): SafeHtml {
+  return layout({
+    title: 'Logged out',
+    body: html`<div class="panel narrow">
+      <h1>You are logged out of Shiplog</h1>
+      <p>You are still signed in at ${p.providerName}, so the next "Sign in with ${p.providerName}" needs no password. On a shared computer, sign out there too.</p>
+      <p><a class="button" href="${p.url}" id="provider-logout">Sign out of ${p.providerName} too</a></p>
+      <p><a href="/login">Back to the login page</a></p>
+    </div>`,
+  })
+}
+
 /** The Sign-in section of Settings: password login on or off for the account (admins change it). */
 export function signInSection(p: {
   user: SessionUser

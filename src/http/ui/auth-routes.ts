@@ -19,6 +19,7 @@ import { passwordLoginAllowed, sessionIdToken } from '../../domain/identity/prov
 import { hashPassword, passwordProblem, verifyPassword } from '../../domain/passwords.js'
 import { createSession, deleteSession, deleteUserSessions } from '../../domain/sessions.js'
 import { loginPage, logoutPage, passwordPage, setupPage } from '../../views/auth-pages.js'
+import { providerLogoutPage } from '../../views/sso-pages.js'
 import { HttpProblem } from '../problem.js'
 import { checkRateLimit } from '../rate-limit.js'
 import { safeNext, type UiContext } from './context.js'
@@ -235,7 +236,9 @@ export const authRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app, ctx)
     const providerLogout = sso && idToken ? await sso.endSessionUrl(idToken) : null
     if (request.user) await deleteSession(db, request.user.sessionId)
     ctx.clearSessionCookie(reply)
-    if (providerLogout) return reply.redirect(providerLogout, 303)
+    if (sso && providerLogout) {
+      return ctx.page(reply, providerLogoutPage({ providerName: sso.settings.name, url: providerLogout }))
+    }
     return reply.redirect('/login?bye=1', 303)
   })
 

@@ -26,7 +26,7 @@ const STARTS_PER_IP = 30
 const STARTS_WINDOW_MS = 15 * 60 * 1000
 
 const CSRF = { _csrf: Type.Optional(Type.String({ maxLength: 200 })) }
-const StartBody = Type.Object({ ...CSRF, next: Type.Optional(Type.Unknown()) })
+const StartQuery = Type.Object({ next: Type.Optional(Type.Unknown()) })
 const SignInBody = Type.Object({ ...CSRF, password_login: Type.Optional(Type.String({ maxLength: 10 })) })
 
 // A refusal the person can do something about is 403 (their identity is not allowed here); a
@@ -116,7 +116,8 @@ export const ssoRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app, ctx) 
     return ctx.page(reply, ssoRefusedPage({ title, detail }), statusFor(reason))
   }
 
-  app.post('/login/oidc', { schema: { body: StartBody } }, async (request, reply) => {
+  // A GET (the login page links here): it only records a pending login, limited per client.
+  app.get('/login/oidc', { schema: { querystring: StartQuery } }, async (request, reply) => {
     const limited = await checkRateLimit(
       ctx.rateLimitStore,
       `sso:ip:${request.ip}`,
@@ -136,7 +137,7 @@ export const ssoRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app, ctx) 
     let started: Awaited<ReturnType<SsoClient['start']>>
     try {
       started = await sso.start(db, {
-        next: safeNext(request.body.next) ?? null,
+        next: safeNext(request.query.next) ?? null,
         browserToken: browserToken(request),
       })
     } catch (err) {
@@ -216,7 +217,7 @@ export const ssoRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app, ctx) 
     return ctx.redirectWithFlash(reply, user, '/settings/', { notice })
   })
 
-  methodNotAllowed(app, '/login/oidc', ['POST'])
+  methodNotAllowed(app, '/login/oidc', ['GET', 'HEAD'])
   methodNotAllowed(app, '/login/oidc/callback', ['GET', 'HEAD'])
   methodNotAllowed(app, '/settings/sign-in', ['POST'])
 }
