@@ -3,8 +3,9 @@ import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import type { JWTPayload } from 'jose'
 import { loadConfig } from '../../src/config.js'
-import { buildTestApp, type TestApp } from '../helper.js'
+import { buildTestApp, databaseForServers, type TestApp } from '../helper.js'
 import { type PersonClaims, startTestProvider, type TestProvider } from '../support/oidc-provider.js'
+import { processEnv, runCli } from '../support/processes.js'
 import {
   assertRedirect,
   Browser,
@@ -547,6 +548,33 @@ test('the Sign-in setting is for admins of their own account, and its forms need
     [1, 0],
   )
   assert.equal((await db.selectFrom('oidc_logins').selectAll().execute()).length, 0, 'no login was started')
+})
+
+test('the operator turns password login off with shiplog accounts password-login; bad input changes nothing', async (t) => {
+  const { databaseUrl } = await databaseForServers(t)
+  const env = processEnv(databaseUrl)
+  let run = await runCli(t, ['accounts', 'password-login', '--account', 'Acme', 'off'], { env })
+  assert.equal(run.code, 0, run.stderr)
+  assert.equal(run.stdout, '')
+  assert.match(run.stderr, /password login for account "Acme" is now off/)
+  run = await runCli(t, ['accounts', 'password-login', '--account', 'Acme', 'off'], { env })
+  assert.match(run.stderr, /was already off/)
+  run = await runCli(t, ['accounts', 'password-login', '--account', 'Nope', 'on'], { env })
+  assert.equal(run.code, 1)
+  assert.match(run.stderr, /account "Nope" does not exist/)
+  run = await runCli(t, ['accounts', 'password-login', '--account', 'Acme', 'maybe'], { env })
+  assert.equal(run.code, 2)
+  assert.match(run.stderr, /say on or off/)
+  const ctx = await buildTestApp(t, { databaseUrl })
+  const row = await ctx.database.db
+    .selectFrom('accounts')
+    .select('password_login')
+    .where('name', '=', 'Acme')
+    .executeTakeFirstOrThrow()
+  assert.equal(row.password_login, 0)
+  const audit = await auditEntries(ctx, 'settings.changed')
+  assert.equal(audit.length, 1, 'one change, one entry')
+  assert.equal(audit[0]?.actor_kind, 'cli')
 })
 
 test('without SHIPLOG_OIDC_ISSUER there is no button and no route', async (t) => {
