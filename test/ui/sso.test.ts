@@ -577,6 +577,32 @@ test('the operator turns password login off with shiplog accounts password-login
   assert.equal(audit[0]?.actor_kind, 'cli')
 })
 
+test('a provider that cannot be reached is said so plainly and audited, at each attempt', async (t) => {
+  const ctx = await buildTestApp(t, {
+    env: {
+      SHIPLOG_PUBLIC_URL: SHIPLOG,
+      // Port 1 on loopback: nothing listens there, so discovery fails at once.
+      SHIPLOG_OIDC_ISSUER: 'http://127.0.0.1:1',
+      SHIPLOG_OIDC_CLIENT_ID: 'shiplog',
+      SHIPLOG_OIDC_CLIENT_SECRET: 'secret',
+      SHIPLOG_OIDC_ACCOUNT_BY_DOMAIN: 'acme.example=Acme',
+    },
+  })
+  await createUserIn(ctx.database, ctx.tenant.account.id, 'owner@acme.example')
+  for (let attempt = 1; attempt <= 2; attempt++) {
+    const res = await new Browser(ctx.app).get('/login/oidc')
+    assert.equal(res.statusCode, 502)
+    assert.match(res.payload, /could not reach single sign-on/)
+    assert.ok(!setCookies(res).some((c) => c.name === 'shiplog_session'))
+  }
+  const failed = await auditEntries(ctx, 'login.failed')
+  assert.deepEqual(
+    failed.map((e) => e.details.reason),
+    ['provider_unavailable', 'provider_unavailable'],
+  )
+  assert.equal((await ctx.database.db.selectFrom('oidc_logins').selectAll().execute()).length, 0)
+})
+
 test('without SHIPLOG_OIDC_ISSUER there is no button and no route', async (t) => {
   const ctx = await buildTestApp(t)
   await createUserIn(ctx.database, ctx.tenant.account.id, 'owner@acme.example')
