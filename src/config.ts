@@ -57,6 +57,31 @@ export interface Config {
   readonly webhookTimeoutMs: number
   /** The first retry of a failed delivery waits up to this long; each next one up to twice as long. */
   readonly webhookRetryBaseMs: number
+  /** Single sign-on with an OpenID Connect provider; null when SHIPLOG_OIDC_ISSUER is unset. */
+  readonly oidc: OidcConfig | null
+}
+
+/** Single sign-on (SPEC §10), from the SHIPLOG_OIDC_* variables; see README "Single sign-on". */
+export interface OidcConfig {
+  /** The issuer identifier exactly as the provider names itself (discovery starts here). */
+  readonly issuer: string
+  readonly clientId: string
+  readonly clientSecret: string
+  /** The provider's name on the login button: "Sign in with <name>". */
+  readonly name: string
+  readonly scopes: readonly string[]
+  /** The ID token claim that lists the person's groups. */
+  readonly groupsClaim: string
+  /** Email domain (lower case) → account name, in the order given. */
+  readonly accountByDomain: ReadonlyArray<readonly [string, string]>
+  /** Group → account name, in the order given; a group match wins over the email domain. */
+  readonly accountByGroup: ReadonlyArray<readonly [string, string]>
+  /** Members of any of these groups are admins of their account; everyone else is a member. */
+  readonly adminGroups: readonly string[]
+  /** `<SHIPLOG_PUBLIC_URL>/login/oidc/callback`: what to register at the provider. */
+  readonly redirectUri: string
+  /** Where the provider sends the browser back after its own logout: `<SHIPLOG_PUBLIC_URL>/login?bye=1`. */
+  readonly postLogoutRedirectUri: string
 }
 
 /** A configuration problem: the message is meant to be shown to the operator as is. */
@@ -251,6 +276,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Conf
     3_600_000,
   )
 
+  const oidc = parseOidcConfig(env, publicUrl)
+
   let secret: string | null = null
   if (env.SHIPLOG_SECRET !== undefined && env.SHIPLOG_SECRET !== '') {
     if (env.SHIPLOG_SECRET.length < 32) {
@@ -283,6 +310,159 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Conf
     webhookAllowPrivate,
     webhookTimeoutMs,
     webhookRetryBaseMs,
+    oidc,
+  })
+}
+
+const OIDC_VARIABLES = [
+  'SHIPLOG_OIDC_ISSUER',
+  'SHIPLOG_OIDC_CLIENT_ID',
+  'SHIPLOG_OIDC_CLIENT_SECRET',
+  'SHIPLOG_OIDC_NAME',
+  'SHIPLOG_OIDC_SCOPES',
+  'SHIPLOG_OIDC_GROUPS_CLAIM',
+  'SHIPLOG_OIDC_ACCOUNT_BY_DOMAIN',
+  'SHIPLOG_OIDC_ACCOUNT_BY_GROUP',
+  'SHIPLOG_OIDC_ADMIN_GROUPS',
+] as const
+
+/** "key=Account,key2=Other" → pairs; keys are unique, account names plain text. */
+function parseOidcMapping(
+  name: string,
+  raw: string,
+  key: 'domain' | 'group',
+): Array<readonly [string, string]> {
+  const pairs: Array<readonly [string, string]> = []
+  for (const item of raw.split(',')) {
+    if (item.trim() === '') continue
+    const at = item.indexOf('=')
+    const left = at < 0 ? '' : item.slice(0, at).trim()
+    const account = at < 0 ? '' : item.slice(at + 1).trim()
+    if (left === '' || account === '') {
+      throw new ConfigError(
+        `${name} must be a comma-separated list of ${key}=Account pairs, got "${item.trim()}"`,
+      )
+    }
+    const mapped = key === 'domain' ? left.toLowerCase().replace(/^@/, '') : left
+    if (
+      key === 'domain' &&
+      !/^[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)+$/.test(mapped)
+    ) {
+      throw new ConfigError(`${name}: "${left}" is not an email domain such as example.com`)
+    }
+    if (account.length > 100 || hasControlCharacter(account)) {
+      throw new ConfigError(`${name}: the account name for "${left}" must be 1 to 100 printable characters`)
+    }
+    if (pairs.some(([k]) => k === mapped)) throw new ConfigError(`${name} names "${left}" twice`)
+    pairs.push([mapped, account] as const)
+  }
+  return pairs
+}
+
+function hasControlCharacter(text: string): boolean {
+  for (const char of text) {
+    const code = char.codePointAt(0) ?? 0
+    if (code < 0x20 || code === 0x7f) return true
+  }
+  return false
+}
+
+function isLoopbackHost(hostname: string): boolean {
+  return hostname === 'localhost' || hostname === '[::1]' || /^127\.\d+\.\d+\.\d+$/.test(hostname)
+}
+
+/** The SHIPLOG_OIDC_* variables, checked together: all or nothing, and enough to decide an account. */
+function parseOidcConfig(env: NodeJS.ProcessEnv, publicUrl: string | null): OidcConfig | null {
+  const value = (name: (typeof OIDC_VARIABLES)[number]) => env[name]?.trim() ?? ''
+  const issuer = value('SHIPLOG_OIDC_ISSUER')
+  if (issuer === '') {
+    const stray = OIDC_VARIABLES.find((name) => value(name) !== '')
+    if (stray)
+      throw new ConfigError(
+        `${stray} is set but SHIPLOG_OIDC_ISSUER is not: set it to turn single sign-on on`,
+      )
+    return null
+  }
+  let issuerUrl: URL
+  try {
+    issuerUrl = new URL(issuer)
+  } catch {
+    throw new ConfigError(
+      `SHIPLOG_OIDC_ISSUER must be the provider's issuer URL, e.g. https://id.example.com/realms/acme, got "${issuer}"`,
+    )
+  }
+  if (
+    !(
+      issuerUrl.protocol === 'https:' ||
+      (issuerUrl.protocol === 'http:' && isLoopbackHost(issuerUrl.hostname))
+    ) ||
+    issuerUrl.search !== '' ||
+    issuerUrl.hash !== ''
+  ) {
+    throw new ConfigError(
+      `SHIPLOG_OIDC_ISSUER must be an https URL without query (plain http only for localhost), got "${issuer}"`,
+    )
+  }
+  const clientId = value('SHIPLOG_OIDC_CLIENT_ID')
+  if (clientId === '') throw new ConfigError('SHIPLOG_OIDC_CLIENT_ID must be set when SHIPLOG_OIDC_ISSUER is')
+  // The secret is taken as given: spaces may be part of it.
+  const clientSecret = env.SHIPLOG_OIDC_CLIENT_SECRET ?? ''
+  if (clientSecret === '') {
+    throw new ConfigError(
+      'SHIPLOG_OIDC_CLIENT_SECRET must be set when SHIPLOG_OIDC_ISSUER is (Shiplog is a confidential client)',
+    )
+  }
+  if (publicUrl === null) {
+    throw new ConfigError(
+      'single sign-on needs SHIPLOG_PUBLIC_URL: the provider sends users back to <SHIPLOG_PUBLIC_URL>/login/oidc/callback',
+    )
+  }
+  const name = value('SHIPLOG_OIDC_NAME') || 'single sign-on'
+  if (name.length > 60 || hasControlCharacter(name)) {
+    throw new ConfigError('SHIPLOG_OIDC_NAME must be at most 60 printable characters')
+  }
+  const scopes = (value('SHIPLOG_OIDC_SCOPES') || 'openid email profile')
+    .split(/[\s,]+/)
+    .filter((s) => s !== '')
+  for (const needed of ['openid', 'email']) {
+    if (!scopes.includes(needed))
+      throw new ConfigError(`SHIPLOG_OIDC_SCOPES must include "${needed}", got "${scopes.join(' ')}"`)
+  }
+  if (scopes.some((s) => !/^[\x21\x23-\x5b\x5d-\x7e]+$/.test(s))) {
+    throw new ConfigError('SHIPLOG_OIDC_SCOPES must be scope names separated by spaces')
+  }
+  const groupsClaim = value('SHIPLOG_OIDC_GROUPS_CLAIM') || 'groups'
+  const accountByDomain = parseOidcMapping(
+    'SHIPLOG_OIDC_ACCOUNT_BY_DOMAIN',
+    value('SHIPLOG_OIDC_ACCOUNT_BY_DOMAIN'),
+    'domain',
+  )
+  const accountByGroup = parseOidcMapping(
+    'SHIPLOG_OIDC_ACCOUNT_BY_GROUP',
+    value('SHIPLOG_OIDC_ACCOUNT_BY_GROUP'),
+    'group',
+  )
+  if (accountByDomain.length === 0 && accountByGroup.length === 0) {
+    throw new ConfigError(
+      'single sign-on needs SHIPLOG_OIDC_ACCOUNT_BY_DOMAIN or SHIPLOG_OIDC_ACCOUNT_BY_GROUP to decide which account a person joins, e.g. SHIPLOG_OIDC_ACCOUNT_BY_DOMAIN="example.com=Acme"',
+    )
+  }
+  const adminGroups = value('SHIPLOG_OIDC_ADMIN_GROUPS')
+    .split(',')
+    .map((g) => g.trim())
+    .filter((g) => g !== '')
+  return Object.freeze({
+    issuer,
+    clientId,
+    clientSecret,
+    name,
+    scopes: Object.freeze(scopes),
+    groupsClaim,
+    accountByDomain: Object.freeze(accountByDomain),
+    accountByGroup: Object.freeze(accountByGroup),
+    adminGroups: Object.freeze(adminGroups),
+    redirectUri: `${publicUrl}/login/oidc/callback`,
+    postLogoutRedirectUri: `${publicUrl}/login?bye=1`,
   })
 }
 

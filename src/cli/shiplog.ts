@@ -15,8 +15,10 @@ import {
   resetPassword,
   UserExistsError,
 } from '../domain/accounts.js'
+import { cliActor } from '../domain/audit/log.js'
 import { isDatabaseUnavailable } from '../domain/database-errors.js'
 import { rebuildDeployments } from '../domain/deployments/store.js'
+import { setPasswordLogin } from '../domain/identity/provisioning.js'
 import {
   createApiKey,
   listApiKeys,
@@ -56,6 +58,10 @@ Commands:
                                      give an existing user a new password (read from
                                      standard input) and end their sessions; with
                                      --one-time they must choose their own at next login
+  accounts password-login --account NAME on|off
+                                     allow or refuse password login for the account's
+                                     users (off: single sign-on only; users set-password
+                                     still works, for recovery)
   keys create --account NAME --name LABEL [--scope ingest|read|ingest,read]
                                      create an API key; prints only the key on stdout;
                                      ingest (the default) records events, read reads
@@ -211,6 +217,31 @@ async function usersSetPassword(args: string[]): Promise<void> {
     }
     process.stderr.write(
       `set a ${oneTime ? 'one-time ' : ''}password for ${printableName(user.email)} in account "${printableName(account.name)}"; their sessions are ended\n`,
+    )
+  })
+}
+
+async function accountsPasswordLogin(args: string[]): Promise<void> {
+  const usage = 'shiplog accounts password-login --account NAME on|off'
+  const { values, positionals } = parseArgs({
+    args,
+    options: { account: { type: 'string' } },
+    allowPositionals: true,
+    strict: true,
+  })
+  const accountName = required(values, 'account', usage)
+  const [wanted, ...extra] = positionals
+  if ((wanted !== 'on' && wanted !== 'off') || extra.length > 0) {
+    throw new CliError(`say on or off (${usage})`, 2)
+  }
+  await withDatabase(async (database) => {
+    const account = await accountOrFail(database, accountName)
+    const changed = await setPasswordLogin(database.db, account.id, wanted === 'on', {
+      actor: cliActor(),
+      address: null,
+    })
+    process.stderr.write(
+      `password login for account "${printableName(account.name)}" ${changed ? 'is now' : 'was already'} ${wanted}\n`,
     )
   })
 }
@@ -494,6 +525,7 @@ export async function main(argv: string[]): Promise<number> {
     else if (command === 'migrate') await migrate(argv.slice(1))
     else if (command === 'users' && sub === 'create') await usersCreate(rest)
     else if (command === 'users' && sub === 'set-password') await usersSetPassword(rest)
+    else if (command === 'accounts' && sub === 'password-login') await accountsPasswordLogin(rest)
     else if (command === 'keys' && sub === 'create') await keysCreate(rest)
     else if (command === 'keys' && sub === 'list') await keysList(rest)
     else if (command === 'keys' && sub === 'revoke') await keysRevoke(rest)

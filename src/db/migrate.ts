@@ -10,6 +10,7 @@ import { leanDeployments } from './migrations/2026_11_24_0006_lean_deployments.j
 import { webhooksSchema } from './migrations/2026_11_25_0007_webhooks.js'
 import { auditSchema } from './migrations/2026_11_26_0008_audit.js'
 import { chainSchema } from './migrations/2026_11_26_0010_chain.js'
+import { oidcSchema } from './migrations/2026_11_26_0011_oidc.js'
 
 function provider(database: Database): MigrationProvider {
   return {
@@ -25,6 +26,7 @@ function provider(database: Database): MigrationProvider {
         '2026_11_25_0007_webhooks': webhooksSchema(database.dialect),
         '2026_11_26_0008_audit': auditSchema(database.dialect),
         '2026_11_26_0010_chain': chainSchema(),
+        '2026_11_26_0011_oidc': oidcSchema(database.dialect),
       }
     },
   }

@@ -12,6 +12,8 @@ export interface AccountsTable {
   stall_minutes: Generated<number>
   /** The token in badge URLs (SPEC §6.3); null until one is made in Settings. */
   badge_token: string | null
+  /** 1: the account's users may sign in with a password; 0: only with single sign-on. */
+  password_login: Generated<number>
 }
 
 export type UserRole = 'admin' | 'member'
@@ -37,6 +39,8 @@ export interface SessionsTable {
   expires_at: EpochMs
   /** The result of the last form (notice, new secret) until the next page view, sealed (AES-GCM) with a key from the cookie's token. */
   flash: string | null
+  /** The ID token of a single sign-on session, sent back to the provider at logout; else null. */
+  id_token: Generated<string | null>
 }
 
 export interface ApiKeysTable {
@@ -241,6 +245,27 @@ export interface ChainHeadsTable {
   hole_from: number | null
   hole_seen_at: EpochMs | null
   hole_writers: string | null
+/** A user's identity at an OpenID Connect provider (issuer, subject), linked at single sign-on. */
+export interface UserIdentitiesTable {
+  id: Generated<number>
+  user_id: number
+  issuer: string
+  subject: string
+  /** The verified email the provider gave at the last login. */
+  email: string
+  created_at: EpochMs
+  last_login_at: EpochMs
+}
+
+/** A single sign-on started at the provider and not yet back (single use, short-lived). */
+export interface OidcLoginsTable {
+  state_digest: string
+  browser_digest: string
+  code_verifier: string
+  nonce: string
+  next: string | null
+  created_at: EpochMs
+  expires_at: EpochMs
 }
 
 export interface DB {
@@ -263,6 +288,8 @@ export interface DB {
   audit_entries: AuditEntriesTable
   chain_links: ChainLinksTable
   chain_heads: ChainHeadsTable
+  user_identities: UserIdentitiesTable
+  oidc_logins: OidcLoginsTable
 }
 
 export type Account = Selectable<AccountsTable>

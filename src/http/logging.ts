@@ -24,7 +24,8 @@ const KEY_LIKE = /shl_[0-9A-Za-z]+/gi
 const KEY_START = /shl_[0-9A-Za-z]/i
 // Query parameters whose value is likely a credential. No form accepts a key in the URL, but a
 // pipeline that puts one there anyway (`?key=…`, `?token=…`) must not have it written to the log.
-const SENSITIVE_PARAMETER = /key|token|secret|passw|auth|session|csrf|cookie/i
+// `code` and `state` are a sign-in callback's single-use OpenID Connect values.
+const SENSITIVE_PARAMETER = /key|token|secret|passw|auth|session|csrf|cookie|^code$|^state$/i
 
 /**
  * Percent-escapes turned into the bytes they stand for, one by one (as Latin-1 characters). Unlike

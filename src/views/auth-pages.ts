@@ -46,6 +46,8 @@ export function loginPage(p: {
   notice?: string
   /** When the address belongs to several accounts: the ones this password opens, to choose from. */
   accounts?: { id: number; name: string }[]
+  /** Single sign-on: the provider's name for the "Sign in with …" button, when configured. */
+  sso?: { name: string }
 }) {
   return layout({
     title: 'Log in',
@@ -75,6 +77,13 @@ export function loginPage(p: {
         <input id="password" name="password" type="password" required autocomplete="current-password" ${p.accounts ? html`autofocus` : ''}>
         <p><button type="submit">Log in</button></p>
       </form>
+      ${
+        // A link, not a form: the page's Content-Security-Policy (form-action 'self') would stop a
+        // form's redirect to the provider, and starting a sign-in changes nothing worth a token.
+        p.sso
+          ? html`<p class="sso"><a class="button secondary" href="/login/oidc${p.next ? `?next=${encodeURIComponent(p.next)}` : ''}">Sign in with ${p.sso.name}</a></p>`
+          : ''
+      }
     </div>`,
   })
 }

@@ -18,6 +18,8 @@ export interface SettingsPageData {
   errors: string[]
   /** The board's sections (environments, stall time, badges): src/views/board-settings.ts. */
   board?: SafeHtml
+  /** The Sign-in section (single sign-on, password login): src/views/sso-pages.ts. */
+  signIn?: SafeHtml
 }
 
 /** The one notice pattern: the result of the last action, at the top of the page, shown once. */
@@ -245,6 +247,7 @@ export function settingsPage(d: SettingsPageData): SafeHtml {
       <p><a href="/settings/webhooks/">Webhooks</a>: send deployments to Slack, Grafana or your own service.</p>
       ${usersSection(d, isAdmin)}
       ${d.board ?? ''}
+      ${d.signIn ?? ''}
       <h2>Your account</h2>
       <p><a href="/account/password">Change your password</a></p>`,
   })

@@ -36,6 +36,8 @@ const DECLARED: Record<keyof DB, true> = {
   audit_entries: true,
   chain_links: true,
   chain_heads: true,
+  user_identities: true,
+  oidc_logins: true,
 }
 
 async function migrated(t: Cleanup): Promise<Database> {

@@ -13,9 +13,13 @@ import {
   setPassword,
   setupFirstAdmin,
 } from '../../domain/accounts.js'
+import { recordAudit } from '../../domain/audit/log.js'
+import { ssoClientFor } from '../../domain/identity/oidc-client.js'
+import { passwordLoginAllowed, sessionIdToken } from '../../domain/identity/provisioning.js'
 import { hashPassword, passwordProblem, verifyPassword } from '../../domain/passwords.js'
 import { createSession, deleteSession, deleteUserSessions } from '../../domain/sessions.js'
 import { loginPage, logoutPage, passwordPage, setupPage } from '../../views/auth-pages.js'
+import { providerLogoutPage } from '../../views/sso-pages.js'
 import { HttpProblem } from '../problem.js'
 import { checkRateLimit } from '../rate-limit.js'
 import { safeNext, type UiContext } from './context.js'
@@ -55,6 +59,9 @@ const decoyHash = hashPassword('decoy password that never matches')
 
 export const authRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app, ctx) => {
   const { db } = ctx.database
+  // Single sign-on (src/http/ui/sso-routes.ts): the login page offers it when configured.
+  const sso = ssoClientFor(ctx.config)
+  const ssoButton = sso ? { sso: { name: sso.settings.name } } : {}
 
   /** False (and a 429 page already sent) when the address or the client has tried too often. */
   const withinLoginLimits = async (
@@ -134,6 +141,7 @@ export const authRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app, ctx)
         errors: [],
         ...(next ? { next } : {}),
         ...(notice ? { notice } : {}),
+        ...ssoButton,
       }),
     )
   })
@@ -156,6 +164,7 @@ export const authRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app, ctx)
           email,
           ...(next ? { next } : {}),
           ...(accounts ? { accounts } : {}),
+          ...ssoButton,
         }),
         status,
       )
@@ -171,6 +180,33 @@ export const authRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app, ctx)
       if (await verifyPassword(password, candidate.password_hash)) matched.push(candidate)
     }
     if (candidates.length === 0) await verifyPassword(password, await decoyHash)
+    // An account that turned password login off takes its users by single sign-on only; said only
+    // once the password is right, so the refusal tells nothing to someone guessing.
+    if (matched.length > 0) {
+      const allowed: typeof matched = []
+      for (const candidate of matched) {
+        if (await passwordLoginAllowed(db, candidate.account_id)) allowed.push(candidate)
+      }
+      if (allowed.length === 0) {
+        for (const candidate of matched) {
+          await recordAudit(db, {
+            accountId: candidate.account_id,
+            actor: { kind: 'anonymous', id: null, name: email },
+            address: request.ip,
+            action: 'login.failed',
+            target: email,
+            details: { method: 'password', reason: 'password_login_off' },
+          })
+        }
+        return rerender(
+          [
+            `Password login is turned off for ${matched.map((u) => u.account_name).join(', ')}. ${sso ? `Use "Sign in with ${sso.settings.name}" below.` : 'Ask your administrator.'}`,
+          ],
+          403,
+        )
+      }
+      matched.splice(0, matched.length, ...allowed)
+    }
     const [user, ...others] = matched
     if (!user) {
       request.log.info({ email }, 'login failed')
@@ -195,8 +231,14 @@ export const authRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app, ctx)
   })
 
   app.post('/logout', { schema: { body: CsrfOnlyBody } }, async (request, reply) => {
+    // A session opened by single sign-on also ends at the provider when it has a logout endpoint.
+    const idToken = sso && request.user ? await sessionIdToken(db, request.user.sessionId) : null
+    const providerLogout = sso && idToken ? await sso.endSessionUrl(idToken) : null
     if (request.user) await deleteSession(db, request.user.sessionId)
     ctx.clearSessionCookie(reply)
+    if (sso && providerLogout) {
+      return ctx.page(reply, providerLogoutPage({ providerName: sso.settings.name, url: providerLogout }))
+    }
     return reply.redirect('/login?bye=1', 303)
   })
 

@@ -15,6 +15,7 @@ import { cookiePolicy, createUiContext, csrfUserInfo, type UiOptions } from './c
 import { insightsRoutes } from './insights-routes.js'
 import { logsRoutes } from './logs-routes.js'
 import { settingsRoutes } from './settings-routes.js'
+import { ssoRoutes } from './sso-routes.js'
 import { webhookRoutes } from './webhook-routes.js'
 
 export const uiRoutes: FastifyPluginAsync<UiOptions> = async (app: FastifyInstance, options) => {
@@ -98,6 +99,7 @@ export const uiRoutes: FastifyPluginAsync<UiOptions> = async (app: FastifyInstan
   await app.register(badgeRoutes, ctx)
   await app.register(insightsRoutes, ctx)
   await app.register(webhookRoutes, ctx)
+  await app.register(ssoRoutes, ctx)
 
   const readOnly = [
     '/',

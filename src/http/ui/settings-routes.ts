@@ -21,6 +21,7 @@ import { boardSettingsSections } from '../../views/board-settings.js'
 import { type SettingsPageData, settingsPage } from '../../views/settings-page.js'
 import { HttpProblem } from '../problem.js'
 import type { UiContext } from './context.js'
+import { ssoSettingsSection } from './sso-routes.js'
 
 // Form fields are text; a field sent twice (an array) is refused by the schema with a 400.
 const text = (maxLength = 4096) => Type.Optional(Type.String({ maxLength }))
@@ -104,6 +105,7 @@ export const settingsRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app, 
         user,
         csrfToken,
         board: boardSettingsSections({ user, csrfToken, baseUrl: ctx.baseUrl(request), ...board }),
+        signIn: await ssoSettingsSection(ctx, user, csrfToken),
         keys,
         users,
         baseUrl: ctx.baseUrl(request),
