@@ -245,6 +245,8 @@ export interface ChainHeadsTable {
   hole_from: number | null
   hole_seen_at: EpochMs | null
   hole_writers: string | null
+}
+
 /** A user's identity at an OpenID Connect provider (issuer, subject), linked at single sign-on. */
 export interface UserIdentitiesTable {
   id: Generated<number>
