@@ -107,3 +107,21 @@ export function webhookLabel(url: string): string {
     return '(unreadable URL)'
   }
 }
+
+/** What a webhook sends and for what, for its audit entries: no URL path, no secret, no token. */
+export function webhookDetails(w: {
+  format: string
+  statuses: string
+  outcomes: string
+  environments: string
+  services: string
+}): Record<string, AuditDetail> {
+  const list = (json: string): string[] => JSON.parse(json) as string[]
+  return {
+    format: w.format,
+    statuses: list(w.statuses),
+    outcomes: list(w.outcomes),
+    environments: list(w.environments),
+    services: list(w.services),
+  }
+}
