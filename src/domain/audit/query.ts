@@ -206,7 +206,16 @@ export async function auditActorNames(db: Kysely<DB>, accountId: number): Promis
   return rows.map((r) => r.actor)
 }
 
-export const AUDIT_CSV_COLUMNS = ['id', 'time', 'actor_kind', 'actor', 'address', 'action', 'target', 'details'] as const
+export const AUDIT_CSV_COLUMNS = [
+  'id',
+  'time',
+  'actor_kind',
+  'actor',
+  'address',
+  'action',
+  'target',
+  'details',
+] as const
 
 /** One CSV record; every cell through the event export's csvCell (quotes, formula guard). */
 export function auditCsvLine(entry: AuditEntry): string {
