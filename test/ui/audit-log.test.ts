@@ -304,8 +304,8 @@ test('every UI action writes one entry with actor, address, target and what chan
   check(only(rows, 'settings.changed', 'environments'), asAda, {
     environment: 'staging',
     change: 'hide',
-    from: ['prod', 'staging'],
-    to: ['prod', 'staging (hidden)'],
+    from: ['staging', 'prod'],
+    to: ['staging (hidden)', 'prod'],
   })
   check(only(rows, 'settings.changed', 'service api'), asAda, {
     team: '(none) → payments',
@@ -442,7 +442,7 @@ test('admins read, filter, page and download the log; members get 403; another a
   const shown2 = [...second.payload.matchAll(/<td data-label="Target">setting (\d+)<\/td>/g)].map((m) =>
     Number(m[1]),
   )
-  assert.deepEqual(shown2, [...Array(10).keys()].reverse())
+  assert.deepEqual(shown2, [...Array(11).keys()].reverse())
 
   // Filters: action, actor (any case, part of the name), dates typed in a zone.
   const byAction = await admin.get('/settings/audit/?action=key.created')
@@ -495,11 +495,15 @@ test('admins read, filter, page and download the log; members get 403; another a
     details: Record<string, unknown>
     time: string
   }[]
-  assert.equal(list.length, 61 + 1, 'every entry of the account, with the CSV download recorded')
-  assert.equal(list[0]?.action, 'export.downloaded')
-  assert.equal(list[0]?.target, 'audit log (CSV)')
-  assert.deepEqual(list[0]?.details, { action: 'key.created' })
-  assert.equal(list[1]?.time, new Date(base + 90 * 60_000).toISOString())
+  // 60 + 1 recorded here, 2 logins, and both downloads (each written before its file is read).
+  assert.equal(list.length, 65, 'every entry of the account')
+  assert.equal(list[0]?.target, 'audit log (JSON)')
+  assert.deepEqual(list[0]?.details, {})
+  assert.equal(list[1]?.action, 'export.downloaded')
+  assert.equal(list[1]?.target, 'audit log (CSV)')
+  assert.deepEqual(list[1]?.details, { action: 'key.created' })
+  assert.equal(list[2]?.time, new Date(base + 90 * 60_000).toISOString())
+  assert.deepEqual(list[2]?.details, { scopes: ['+SUM(1)'] })
   assert.ok(list.every((e) => e.target !== 'globex-secret-target'))
   const downloads = await admin.get('/settings/audit/?action=export.downloaded')
   assert.equal(
