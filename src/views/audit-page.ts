@@ -71,19 +71,19 @@ function entryRow(entry: AuditEntry): SafeHtml {
 
 function timeField(name: 'from' | 'to', label: string, value: string, invalid: boolean): SafeHtml {
   return html`<div class="field"><label for="a-${name}">${label} <span class="zone" data-zone-label>(UTC)</span></label>
-    <input id="a-${name}" name="${name}" type="datetime-local" step="1" value="${value}" ${invalid ? html`aria-invalid="true" aria-describedby="audit-errors"` : ''}></div>`
+    <input id="a-${name}" name="${name}" type="datetime-local" step="1" value="${value}" ${invalid ? html`aria-invalid="true" aria-describedby="filter-errors"` : ''}></div>`
 }
 
 export function auditPage(d: AuditPageData): SafeHtml {
   const bad = new Set(d.errors.map((e) => e.field))
   const invalid = (name: string) =>
-    bad.has(name) ? html`aria-invalid="true" aria-describedby="audit-errors"` : ''
+    bad.has(name) ? html`aria-invalid="true" aria-describedby="filter-errors"` : ''
   const options = AUDIT_ACTIONS.map(
     (a) => html`<option value="${a}" ${d.form.action === a ? html`selected` : ''}>${actionWords(a)}</option>`,
   )
   const errors =
     d.errors.length > 0
-      ? html`<div class="error-box" role="alert" id="audit-errors">
+      ? html`<div class="error-box" role="alert" id="filter-errors">
           <p><strong>This filter cannot be applied, so no entries are listed.</strong></p>
           <ul>${d.errors.map((e) => html`<li>${e.message}.</li>`)}</ul>
         </div>`
