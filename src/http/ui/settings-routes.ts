@@ -4,6 +4,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import type { Kysely } from 'kysely'
 import { Type } from 'typebox'
+import type { DB } from '../../db/schema.js'
 import {
   changeRole,
   createUser,
@@ -22,7 +23,6 @@ import {
   revokeApiKeyEverywhere,
   scopesFromColumn,
 } from '../../domain/keys.js'
-import type { DB } from '../../db/schema.js'
 import { loadBoardSettings } from '../../domain/services.js'
 import { type SessionUser, takeFlash } from '../../domain/sessions.js'
 import { isUserRole, nameProblem } from '../../domain/text-rules.js'
