@@ -449,6 +449,12 @@ test('admins read, filter, page and download the log; members get 403; another a
   assert.equal([...byAction.payload.matchAll(/<td data-label="Action">/g)].length, 1)
   const byActor = await admin.get('/settings/audit/?actor=CMD%7C')
   assert.equal([...byActor.payload.matchAll(/<td data-label="Action">/g)].length, 1)
+  // LIKE's wildcards are matched as themselves: no actor holds % or _.
+  for (const wildcard of ['%25', '_']) {
+    const none = await admin.get(`/settings/audit/?actor=${wildcard}`)
+    assert.equal(none.statusCode, 200)
+    assert.equal([...none.payload.matchAll(/<td data-label="Action">/g)].length, 0, `actor=${wildcard}`)
+  }
   const byTime = await admin.get(
     '/settings/audit/?from=2026-11-01T13:10&to=2026-11-01T13:12&tz=Europe/Berlin',
   )
