@@ -15,7 +15,7 @@ import {
   resetPassword,
   UserExistsError,
 } from '../domain/accounts.js'
-import { cliActor } from '../domain/audit/log.js'
+import { cliActor, keyLabel, recordAudit, webhookDetails, webhookLabel } from '../domain/audit/log.js'
 import { isDatabaseUnavailable } from '../domain/database-errors.js'
 import { rebuildDeployments } from '../domain/deployments/store.js'
 import { setPasswordLogin } from '../domain/identity/provisioning.js'
@@ -29,7 +29,13 @@ import {
 import { passwordProblem } from '../domain/passwords.js'
 import { ensureSecret } from '../domain/settings.js'
 import { isUserRole, nameProblem, printableName, USER_ROLES } from '../domain/text-rules.js'
-import { createWebhook, deleteWebhook, listWebhooks, WebhookInputError } from '../domain/webhooks/queries.js'
+import {
+  createWebhook,
+  deleteWebhook,
+  getWebhook,
+  listWebhooks,
+  WebhookInputError,
+} from '../domain/webhooks/queries.js'
 import { PACKAGE_JSON } from '../paths.js'
 import { serveUntilSignalled } from '../server.js'
 import { copyCommand, dumpCommand, loadCommand, OpsDataError } from './ops-data.js'
@@ -173,6 +179,14 @@ async function usersCreate(args: string[]): Promise<void> {
       const { user, acct } = await db.transaction().execute(async (trx) => {
         const acct = await ensureAccount(trx, account)
         const user = await createUser(trx, { accountId: acct.id, email, password, role })
+        await recordAudit(trx, {
+          accountId: acct.id,
+          actor: cliActor(),
+          address: null,
+          action: 'user.added',
+          target: user.email,
+          details: { role: user.role, via: 'shiplog users create' },
+        })
         return { user, acct }
       })
       process.stderr.write(`created ${user.role} ${user.email} in account "${acct.name}"\n`)
@@ -210,7 +224,21 @@ async function usersSetPassword(args: string[]): Promise<void> {
     const account = await accountOrFail(database, accountName)
     const user = await findUserInAccount(database.db, account.id, email)
     const oneTime = values['one-time'] === true
-    if (!user || !(await resetPassword(database.db, account.id, user.id, password, { oneTime }))) {
+    const reset =
+      user !== undefined &&
+      (await database.db.transaction().execute(async (trx) => {
+        if (!(await resetPassword(trx, account.id, user.id, password, { oneTime }))) return false
+        await recordAudit(trx, {
+          accountId: account.id,
+          actor: cliActor(),
+          address: null,
+          action: 'password.changed',
+          target: user.email,
+          details: { how: oneTime ? 'shiplog users set-password --one-time' : 'shiplog users set-password' },
+        })
+        return true
+      }))
+    if (!user || !reset) {
       throw new CliError(
         `account "${printableName(account.name)}" has no user ${printableName(email.trim())}`,
       )
@@ -277,11 +305,17 @@ async function keysCreate(args: string[]): Promise<void> {
   }
   await withDatabase(async (database) => {
     const account = await accountOrFail(database, accountName)
-    const { key } = await createApiKey(database.db, {
-      accountId: account.id,
-      name,
-      createdBy: 'cli',
-      scopes,
+    const { key } = await database.db.transaction().execute(async (trx) => {
+      const created = await createApiKey(trx, { accountId: account.id, name, createdBy: 'cli', scopes })
+      await recordAudit(trx, {
+        accountId: account.id,
+        actor: cliActor(),
+        address: null,
+        action: 'key.created',
+        target: keyLabel(created.row),
+        details: { scopes: [...scopes] },
+      })
+      return created
     })
     // stdout carries the key alone so scripts can capture it: KEY=$(shiplog keys create ...)
     process.stdout.write(`${key}\n`)
@@ -340,7 +374,16 @@ async function keysRevoke(args: string[]): Promise<void> {
   const ref = positionals[0]
   await withDatabase(async (database) => {
     const account = await accountOrFail(database, accountName)
-    const row = await revokeApiKeyEverywhere(database, account.id, ref)
+    const row = await revokeApiKeyEverywhere(database, account.id, ref, undefined, (trx, revoked) =>
+      recordAudit(trx, {
+        accountId: account.id,
+        actor: cliActor(),
+        address: null,
+        action: 'key.revoked',
+        target: keyLabel(revoked),
+        details: { scopes: scopesFromColumn(revoked.scopes) },
+      }),
+    )
     if (!row)
       throw new CliError(
         `account "${account.name}" has no key ${/^\d+$/.test(ref) ? ref : 'matching that value'}`,
@@ -384,22 +427,33 @@ async function webhooksCreate(args: string[]): Promise<void> {
     const account = await accountOrFail(database, accountName)
     const appSecret = config.secret ?? (await ensureSecret(database.db))
     try {
-      const { webhook, secret } = await createWebhook(
-        database.db,
-        appSecret,
-        {
+      const { webhook, secret } = await database.db.transaction().execute(async (trx) => {
+        const created = await createWebhook(
+          trx,
+          appSecret,
+          {
+            accountId: account.id,
+            url,
+            format,
+            statuses: listOption(values, 'status'),
+            outcomes: listOption(values, 'outcome'),
+            environments: listOption(values, 'environment'),
+            services: listOption(values, 'service'),
+            grafanaToken: values['grafana-token'] ?? null,
+            createdBy: 'cli',
+          },
+          { allowPrivate: config.webhookAllowPrivate },
+        )
+        await recordAudit(trx, {
           accountId: account.id,
-          url,
-          format,
-          statuses: listOption(values, 'status'),
-          outcomes: listOption(values, 'outcome'),
-          environments: listOption(values, 'environment'),
-          services: listOption(values, 'service'),
-          grafanaToken: values['grafana-token'] ?? null,
-          createdBy: 'cli',
-        },
-        { allowPrivate: config.webhookAllowPrivate },
-      )
+          actor: cliActor(),
+          address: null,
+          action: 'webhook.created',
+          target: webhookLabel(created.webhook.url),
+          details: webhookDetails(created.webhook),
+        })
+        return created
+      })
       process.stderr.write(
         `created webhook ${webhook.id}; its signing secret follows (it is not shown again)\n`,
       )
@@ -458,7 +512,20 @@ async function webhooksDelete(args: string[]): Promise<void> {
     throw new CliError(`one webhook id is required (${usage})`, 2)
   await withDatabase(async (database) => {
     const account = await accountOrFail(database, accountName)
-    if (!(await deleteWebhook(database.db, account.id, Number(id)))) {
+    const deleted = await database.db.transaction().execute(async (trx) => {
+      const before = await getWebhook(trx, account.id, Number(id))
+      if (!before || !(await deleteWebhook(trx, account.id, Number(id)))) return false
+      await recordAudit(trx, {
+        accountId: account.id,
+        actor: cliActor(),
+        address: null,
+        action: 'webhook.deleted',
+        target: webhookLabel(before.url),
+        details: { id: Number(id), ...webhookDetails(before) },
+      })
+      return true
+    })
+    if (!deleted) {
       throw new CliError(`account "${account.name}" has no webhook ${id}`)
     }
     process.stderr.write(`deleted webhook ${id}\n`)

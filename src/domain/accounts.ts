@@ -1,6 +1,7 @@
 // Accounts (teams) and their users.
 import type { Kysely } from 'kysely'
 import type { Account, DB, User, UserRole } from '../db/schema.js'
+import { withTransaction } from './audit/transaction.js'
 import { hashPassword } from './passwords.js'
 import { nameProblem } from './text-rules.js'
 
@@ -137,7 +138,7 @@ export async function setupFirstAdmin(
   input: { accountName: string; email: string; password: string },
 ): Promise<User> {
   const passwordHash = await hashPassword(input.password)
-  return db.transaction().execute(async (trx) => {
+  return withTransaction(db, async (trx) => {
     // Claiming a fixed settings row serialises concurrent set-ups on both databases: a second
     // transaction waits on the row's unique key, then finds it taken.
     const claimed = await trx
@@ -188,7 +189,7 @@ export async function resetPassword(
   options: { oneTime: boolean },
 ): Promise<boolean> {
   const passwordHash = await hashPassword(password)
-  return db.transaction().execute(async (trx) => {
+  return withTransaction(db, async (trx) => {
     const updated = await trx
       .updateTable('users')
       .set({ password_hash: passwordHash, must_change_password: options.oneTime ? 1 : 0 })
@@ -235,7 +236,7 @@ async function changeUserKeepingAnAdmin(
   staysAdmin: boolean,
   change: (trx: Kysely<DB>) => Promise<void>,
 ): Promise<boolean> {
-  return db.transaction().execute(async (trx) => {
+  return withTransaction(db, async (trx) => {
     const user = await trx
       .selectFrom('users')
       .select(['id', 'role'])

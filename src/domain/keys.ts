@@ -4,6 +4,7 @@ import type { Kysely } from 'kysely'
 import type { Database } from '../db/connect.js'
 import { announceRevocation } from '../db/revocations.js'
 import type { ApiKeyRow, DB } from '../db/schema.js'
+import { withTransaction } from './audit/transaction.js'
 import type { Task } from './tasks.js'
 import { sha256Hex } from './text-rules.js'
 
@@ -133,8 +134,14 @@ export async function revokeApiKeyEverywhere(
   accountId: number,
   idOrKey: string,
   verifier?: ApiKeyVerifier,
+  /** Writes the audit entry in the revoke's own transaction (SPEC §10). */
+  audit?: (trx: Kysely<DB>, row: ApiKeyRow) => Promise<void>,
 ): Promise<ApiKeyRow | undefined> {
-  const row = await revokeApiKey(database.db, accountId, idOrKey)
+  const row = await withTransaction(database.db, async (trx) => {
+    const revoked = await revokeApiKey(trx, accountId, idOrKey)
+    if (revoked && audit) await audit(trx, revoked)
+    return revoked
+  })
   if (!row) return undefined
   verifier?.forget(row.id)
   await announceRevocation(database, row.digest)

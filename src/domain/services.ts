@@ -3,6 +3,7 @@
 import { randomBytes } from 'node:crypto'
 import type { Kysely } from 'kysely'
 import type { DB } from '../db/schema.js'
+import { withTransaction } from './audit/transaction.js'
 import { type EnvironmentSetting, orderEnvironments } from './deployments/calendar.js'
 import { environmentsOfService, seenEnvironments } from './deployments/queries.js'
 import { type DeploymentOutcome, outcomeAt } from './deployments/rules.js'
@@ -149,7 +150,7 @@ export async function changeEnvironment(
       order[index] = neighbour
     }
   }
-  await db.transaction().execute(async (trx) => {
+  await withTransaction(db, async (trx) => {
     await trx.deleteFrom('environment_settings').where('account_id', '=', accountId).execute()
     await trx
       .insertInto('environment_settings')

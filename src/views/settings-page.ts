@@ -245,6 +245,12 @@ export function settingsPage(d: SettingsPageData): SafeHtml {
       ${snippets(d.baseUrl, d.deployImage)}
       <h2>Webhooks</h2>
       <p><a href="/settings/webhooks/">Webhooks</a>: send deployments to Slack, Grafana or your own service.</p>
+      ${
+        isAdmin
+          ? html`<h2>Audit log</h2>
+      <p><a href="/settings/audit/">Audit log</a>: who signed in and what was changed or downloaded, from where.</p>`
+          : ''
+      }
       ${usersSection(d, isAdmin)}
       ${d.board ?? ''}
       ${d.signIn ?? ''}

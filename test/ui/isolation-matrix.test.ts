@@ -559,6 +559,26 @@ function from(expectations: Partial<Record<Principal, Check>>, request: Omit<Cas
 /** Callers with no session at all: the UI refuses them before looking at anything. */
 const outsiders = (form: boolean) => ({ anonymous: toLogin, bKey: form ? formRefused : toLogin })
 
+/**
+ * B's audit log records what B's own people typed in earlier cases: a download filtered by
+ * service=acme-only keeps that filter, a user B added under A's address is named by it, a filter on
+ * an actor keeps the name. That is B's own input, not A's data, so it is sent along and the leak check
+ * counts those words as the caller's; onlyActorsOfB then checks every entry was made by B's people.
+ */
+const echoesOfB = (w: World) => ({
+  'x-typed-by-b-earlier': ['acme-only', w.aAdmin.email, w.aMember.email].join(' '),
+})
+
+/** Every entry on B's audit page or in its JSON download was made by one of B's users. */
+const onlyActorsOfB: Check = (res, w) => {
+  const ours = new Set([w.bAdmin.email, w.bOther.email])
+  const actors = res.headers['content-type']?.toString().startsWith('application/json')
+    ? (res.json() as { actor: string }[]).map((e) => e.actor)
+    : [...res.payload.matchAll(/<td data-label="Actor">([^<]*) <span/g)].map((m) => m[1] ?? '')
+  assert.ok(actors.length > 0, "B's log is not empty")
+  for (const actor of actors) assert.ok(ours.has(actor), `an entry of B's log by ${actor}`)
+}
+
 const logQueries = (w: World) => [
   '/logs/',
   '/logs/?service=shared-name',
@@ -1260,6 +1280,66 @@ const MATRIX: Record<string, Entry> = {
     },
   },
   // --- end webhooks ----------------------------------------------------------------------------------
+  // --- audit log (Settings → Audit log, admins only) --------------------------------------------------
+  'GET /settings/audit': {
+    why: 'a redirect only',
+    cases: () =>
+      from(
+        {
+          anonymous: redirect('/settings/audit/', 301),
+          bKey: redirect('/settings/audit/', 301),
+          bAdmin: redirect('/settings/audit/', 301),
+        },
+        { url: '/settings/audit' },
+      ),
+  },
+  'GET /settings/audit/': {
+    why: "B's admin reads B's entries only, whatever the filter; members get 403",
+    cases: (w) =>
+      [
+        '/settings/audit/',
+        `/settings/audit/?account=${w.a.account.id}&account_id=${w.a.account.id}`,
+        `/settings/audit/?actor=${encodeURIComponent(w.aMember.email)}`,
+        '/settings/audit/?before=999999999&from=2000-01-01&to=2100-01-01',
+      ].flatMap((url, i) =>
+        from(
+          {
+            ...outsiders(false),
+            aMember: status(403),
+            bOther: status(200),
+            bAdmin:
+              i === 0
+                ? allOf(status(200), contains(w.bAdmin.email, 'login.succeeded'), onlyActorsOfB)
+                : status(200),
+          },
+          { url, headers: echoesOfB(w) },
+        ),
+      ),
+  },
+  ...Object.fromEntries(
+    (['csv', 'json'] as const).map((format) => [
+      `GET /settings/audit/export.${format}`,
+      {
+        why: "B's admin downloads B's entries only, whatever the filter; members get 403",
+        cases: (w: World) =>
+          ['', `?account_id=${w.a.account.id}`, `?actor=${encodeURIComponent(w.aAdmin.email)}`].flatMap(
+            (query) =>
+              from(
+                {
+                  ...outsiders(false),
+                  aMember: status(403),
+                  bOther: status(200),
+                  bAdmin: allOf(status(200), (res) =>
+                    assert.ok(!res.payload.includes(w.a.account.name), "no entry of A's"),
+                  ),
+                },
+                { url: `/settings/audit/export.${format}${query}`, headers: echoesOfB(w) },
+              ),
+          ),
+      } satisfies Entry,
+    ]),
+  ),
+  // --- end audit log ---------------------------------------------------------------------------------
   'GET /settings': {
     why: 'a redirect only',
     cases: () =>

@@ -31,6 +31,8 @@ export const AUDIT_ACTIONS = [
   'webhook.deleted',
   'webhook.changed',
   'export.downloaded',
+  'webhook.enabled',
+  'webhook.redelivered',
 ] as const
 export type AuditAction = (typeof AUDIT_ACTIONS)[number]
 
@@ -91,3 +93,35 @@ export function cliActor(): AuditActor {
 }
 
 export const SYSTEM_ACTOR: AuditActor = { kind: 'system', id: null, name: 'shiplog' }
+
+/** How the log names an API key: its name and the first characters shown in Settings, never more. */
+export function keyLabel(key: { name: string; prefix: string }): string {
+  return `${key.name} (${key.prefix}…)`
+}
+
+/** How the log names a webhook: the origin of its URL (the path may hold a token, so it is left out). */
+export function webhookLabel(url: string): string {
+  try {
+    return new URL(url).origin
+  } catch {
+    return '(unreadable URL)'
+  }
+}
+
+/** What a webhook sends and for what, for its audit entries: no URL path, no secret, no token. */
+export function webhookDetails(w: {
+  format: string
+  statuses: string
+  outcomes: string
+  environments: string
+  services: string
+}): Record<string, AuditDetail> {
+  const list = (json: string): string[] => JSON.parse(json) as string[]
+  return {
+    format: w.format,
+    statuses: list(w.statuses),
+    outcomes: list(w.outcomes),
+    environments: list(w.environments),
+    services: list(w.services),
+  }
+}

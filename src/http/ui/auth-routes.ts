@@ -22,6 +22,7 @@ import { loginPage, logoutPage, passwordPage, setupPage } from '../../views/auth
 import { providerLogoutPage } from '../../views/sso-pages.js'
 import { HttpProblem } from '../problem.js'
 import { checkRateLimit } from '../rate-limit.js'
+import { auditFrom } from './audit-context.js'
 import { safeNext, type UiContext } from './context.js'
 
 const LOGIN_WINDOW_MS = 15 * 60 * 1000
@@ -120,7 +121,19 @@ export const authRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app, ctx)
       )
     }
     try {
-      const user = await setupFirstAdmin(db, { accountName: account, email, password })
+      // The first admin is the first entry of the new account's audit log, written with it.
+      const user = await db.transaction().execute(async (trx) => {
+        const created = await setupFirstAdmin(trx, { accountName: account, email, password })
+        await recordAudit(trx, {
+          accountId: created.account_id,
+          actor: { kind: 'user', id: created.id, name: created.email },
+          address: request.ip,
+          action: 'user.added',
+          target: created.email,
+          details: { role: created.role, via: 'first-run set-up' },
+        })
+        return created
+      })
       ctx.setSessionCookie(reply, await createSession(db, user.id))
       return reply.redirect('/settings/', 303)
     } catch (err) {
@@ -210,6 +223,30 @@ export const authRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app, ctx)
     const [user, ...others] = matched
     if (!user) {
       request.log.info({ email }, 'login failed')
+      // One entry for each account the address belongs to (its admins see attempts on their users),
+      // or one belonging to no account; the password tried is never written anywhere.
+      const failure = {
+        actor: { kind: 'anonymous', id: null, name: email || '(no email)' },
+        address: request.ip,
+      } as const
+      for (const candidate of candidates) {
+        await recordAudit(db, {
+          ...failure,
+          accountId: candidate.account_id,
+          action: 'login.failed',
+          target: candidate.email,
+          details: { account: candidate.account_name, reason: 'wrong password' },
+        })
+      }
+      if (candidates.length === 0) {
+        await recordAudit(db, {
+          ...failure,
+          accountId: null,
+          action: 'login.failed',
+          target: email || null,
+          details: { reason: 'no user with this email' },
+        })
+      }
       return rerender(['That email and password do not match.'], 401)
     }
     if (others.length > 0) {
@@ -219,7 +256,19 @@ export const authRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app, ctx)
         matched.map((u) => ({ id: u.account_id, name: u.account_name })),
       )
     }
-    ctx.setSessionCookie(reply, await createSession(db, user.id))
+    const token = await db.transaction().execute(async (trx) => {
+      const created = await createSession(trx, user.id)
+      await recordAudit(trx, {
+        accountId: user.account_id,
+        actor: { kind: 'user', id: user.id, name: user.email },
+        address: request.ip,
+        action: 'login.succeeded',
+        target: user.email,
+        details: { method: 'password', account: user.account_name },
+      })
+      return created
+    })
+    ctx.setSessionCookie(reply, token)
     if (user.must_change_password === 1) return reply.redirect('/account/password', 303)
     return reply.redirect(next ?? '/logs/', 303)
   })
@@ -234,7 +283,13 @@ export const authRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app, ctx)
     // A session opened by single sign-on also ends at the provider when it has a logout endpoint.
     const idToken = sso && request.user ? await sessionIdToken(db, request.user.sessionId) : null
     const providerLogout = sso && idToken ? await sso.endSessionUrl(idToken) : null
-    if (request.user) await deleteSession(db, request.user.sessionId)
+    const user = request.user
+    if (user) {
+      await db.transaction().execute(async (trx) => {
+        await deleteSession(trx, user.sessionId)
+        await recordAudit(trx, { ...auditFrom(request, user), action: 'logout', target: user.email })
+      })
+    }
     ctx.clearSessionCookie(reply)
     if (sso && providerLogout) {
       return ctx.page(reply, providerLogoutPage({ providerName: sso.settings.name, url: providerLogout }))
@@ -283,9 +338,17 @@ export const authRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app, ctx)
     else if (password !== (request.body.confirm ?? '')) errors.push('The two new passwords differ.')
     else if (password === current) errors.push('Choose a password different from the current one.')
     if (errors.length > 0) return rerender(errors, 422)
-    await setPassword(db, user.userId, password, { oneTime: false })
-    // Other browsers signed in with the old password are signed out.
-    await deleteUserSessions(db, user.userId, user.sessionId)
+    await db.transaction().execute(async (trx) => {
+      await setPassword(trx, user.userId, password, { oneTime: false })
+      // Other browsers signed in with the old password are signed out.
+      await deleteUserSessions(trx, user.userId, user.sessionId)
+      await recordAudit(trx, {
+        ...auditFrom(request, user),
+        action: 'password.changed',
+        target: user.email,
+        details: { how: user.mustChangePassword ? 'one-time password replaced' : 'own change' },
+      })
+    })
     return ctx.redirectWithFlash(reply, user, '/settings/', {
       notice: 'Your password is changed. Any other browser signed in as you has been logged out.',
     })

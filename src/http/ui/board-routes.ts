@@ -3,6 +3,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import { Type } from 'typebox'
+import { type AuditDetail, recordAudit } from '../../domain/audit/log.js'
 import { boardRows, parseInstant } from '../../domain/board.js'
 import { boardCells, serviceTimeline } from '../../domain/deployments/queries.js'
 import { durationMs, outcomeAt } from '../../domain/deployments/rules.js'
@@ -26,6 +27,7 @@ import { errorPage } from '../../views/auth-pages.js'
 import { boardPage, DOT_NAME_SEGMENT, servicePath } from '../../views/board-page.js'
 import { type ServicePageData, servicePage, type TimelineSection } from '../../views/service-page.js'
 import { HttpProblem } from '../problem.js'
+import { auditFrom } from './audit-context.js'
 import type { UiContext } from './context.js'
 
 /** Deployments per environment and page on a service's page. */
@@ -54,6 +56,8 @@ const MetaBody = Type.Object({
 const EnvironmentBody = Type.Object({ _csrf: text(200), environment: text(), action: text(20) })
 const StallBody = Type.Object({ _csrf: text(200), minutes: text(40) })
 const CsrfBody = Type.Object({ _csrf: text(200) })
+/** The service fields an audit entry compares, before and after. */
+const META_FIELDS = ['team', 'description', 'repositoryUrl', 'runbookUrl', 'dashboardUrl'] as const
 
 const invalid = (detail: string) => new HttpProblem(422, 'invalid-query', 'Invalid address', detail)
 
@@ -275,7 +279,24 @@ export const boardRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app, ctx
         }
         return renderService(request, reply, user, service, {}, { errors: checked.errors, form }, 422)
       }
-      await saveServiceMeta(db, user.accountId, service, checked.meta)
+      await db.transaction().execute(async (trx) => {
+        const before = await serviceMeta(trx, user.accountId, service)
+        await saveServiceMeta(trx, user.accountId, service, checked.meta)
+        // Each field that changed, "before → after" ("(none)" for empty).
+        const details: Record<string, AuditDetail> = {}
+        for (const field of META_FIELDS) {
+          if (before[field] !== checked.meta[field]) {
+            details[field] = `${before[field] ?? '(none)'} → ${checked.meta[field] ?? '(none)'}`
+          }
+        }
+        if (Object.keys(details).length === 0) return
+        await recordAudit(trx, {
+          ...auditFrom(request, user),
+          action: 'settings.changed',
+          target: `service ${service}`,
+          details,
+        })
+      })
       return ctx.redirectWithFlash(reply, user, servicePath(service), {
         notice: 'The service details are saved.',
       })
@@ -304,7 +325,25 @@ export const boardRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app, ctx
     if (!isEnvironmentMove(action))
       return refused(request, reply, user, 'The action must be Up, Down, Hide or Show.')
     await sync()
-    if (!(await changeEnvironment(db, user.accountId, environment, action))) {
+    const changed = await db.transaction().execute(async (trx) => {
+      const listed = (l: { all: { name: string; hidden: boolean }[] }) =>
+        l.all.map((e) => (e.hidden ? `${e.name} (hidden)` : e.name))
+      const before = listed(await environmentListing(trx, user.accountId))
+      if (!(await changeEnvironment(trx, user.accountId, environment, action))) return false
+      await recordAudit(trx, {
+        ...auditFrom(request, user),
+        action: 'settings.changed',
+        target: 'environments',
+        details: {
+          environment,
+          change: action,
+          from: before,
+          to: listed(await environmentListing(trx, user.accountId)),
+        },
+      })
+      return true
+    })
+    if (!changed) {
       return refused(request, reply, user, 'This account has no such environment.')
     }
     const done = {
@@ -323,7 +362,16 @@ export const boardRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app, ctx
     if (!user) return reply
     const parsed = parseStallMinutes(request.body.minutes ?? '')
     if ('error' in parsed) return refused(request, reply, user, parsed.error)
-    await setStallMinutes(db, user.accountId, parsed.minutes)
+    await db.transaction().execute(async (trx) => {
+      const before = await boardSettings(trx, user.accountId)
+      await setStallMinutes(trx, user.accountId, parsed.minutes)
+      await recordAudit(trx, {
+        ...auditFrom(request, user),
+        action: 'settings.changed',
+        target: 'stall minutes',
+        details: { from: before.stallMinutes, to: parsed.minutes },
+      })
+    })
     return ctx.redirectWithFlash(reply, user, '/settings/#stall-heading', {
       notice: `Stall time is now ${parsed.minutes} minutes.`,
     })
@@ -332,7 +380,16 @@ export const boardRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app, ctx
   app.post('/settings/badge-token', { schema: { body: CsrfBody } }, async (request, reply) => {
     const user = admin(request, reply)
     if (!user) return reply
-    await rotateBadgeToken(db, user.accountId)
+    // The token itself is a secret: the entry says only that it changed.
+    await db.transaction().execute(async (trx) => {
+      await rotateBadgeToken(trx, user.accountId)
+      await recordAudit(trx, {
+        ...auditFrom(request, user),
+        action: 'settings.changed',
+        target: 'badge link',
+        details: { change: 'rotated: old badge links stop working' },
+      })
+    })
     return ctx.redirectWithFlash(reply, user, '/settings/#badges-heading', {
       notice: 'The badge token is rotated: old badge links no longer work. Paste the new ones.',
     })

@@ -3,6 +3,7 @@ import { Readable } from 'node:stream'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify'
 import { type Static, Type } from 'typebox'
+import { recordAudit } from '../../domain/audit/log.js'
 import { CHAIN_HEAD_HEADER, eventsHeadFor } from '../../domain/chain/heads.js'
 import type { FieldError } from '../../domain/events/event.js'
 import { exportEvents } from '../../domain/events/export/index.js'
@@ -19,6 +20,7 @@ import {
 import { errorPage } from '../../views/auth-pages.js'
 import { logsPage } from '../../views/logs-page.js'
 import { HttpProblem, sendProblem } from '../problem.js'
+import { auditFrom } from './audit-context.js'
 import type { UiContext } from './context.js'
 
 /**
@@ -179,6 +181,13 @@ export const logsRoutes: FastifyPluginAsync<UiContext> = async (plain, ctx) => {
       if (!user) return reply
       const { filter, errors } = readQuery(request, 'export')
       if (errors.length > 0) return invalidFilter(ctx, request, reply, errors)
+      // A download is a read: its entry stands alone (there is no change to share a transaction with).
+      await recordAudit(db, {
+        ...auditFrom(request, user),
+        action: 'export.downloaded',
+        target: `events (${format.toUpperCase()})`,
+        details: filterToQuery(filter),
+      })
       const chunks = exportEvents(ctx.database, user.accountId, filter, format)
       // The first step reads the first chunk: a database error is still an error answer here, not
       // a download cut short.

@@ -8,6 +8,7 @@ import { findSession } from '../../domain/sessions.js'
 import { PUBLIC_DIR } from '../../paths.js'
 import { errorPage } from '../../views/auth-pages.js'
 import { HttpProblem, methodNotAllowed, toProblem } from '../problem.js'
+import { auditRoutes } from './audit-routes.js'
 import { authRoutes } from './auth-routes.js'
 import { badgeRoutes } from './badge-routes.js'
 import { boardRoutes } from './board-routes.js'
@@ -100,6 +101,7 @@ export const uiRoutes: FastifyPluginAsync<UiOptions> = async (app: FastifyInstan
   await app.register(insightsRoutes, ctx)
   await app.register(webhookRoutes, ctx)
   await app.register(ssoRoutes, ctx)
+  await app.register(auditRoutes, ctx)
 
   const readOnly = [
     '/',
@@ -119,6 +121,10 @@ export const uiRoutes: FastifyPluginAsync<UiOptions> = async (app: FastifyInstan
     '/insights/deployments',
     '/settings/webhooks/',
     '/settings/webhooks/:id/',
+    '/settings/audit',
+    '/settings/audit/',
+    '/settings/audit/export.csv',
+    '/settings/audit/export.json',
   ]
   for (const path of readOnly) methodNotAllowed(app, path, ['GET', 'HEAD'])
   for (const path of ['/setup', '/login', '/logout', '/account/password', '/settings/webhooks']) {

@@ -2,7 +2,9 @@
 import { randomBytes } from 'node:crypto'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { FastifyReply, FastifyRequest } from 'fastify'
+import type { Kysely } from 'kysely'
 import { Type } from 'typebox'
+import type { DB } from '../../db/schema.js'
 import {
   changeRole,
   createUser,
@@ -13,13 +15,21 @@ import {
   resetPassword,
   UserExistsError,
 } from '../../domain/accounts.js'
-import { createApiKey, listApiKeys, parseScopes, revokeApiKeyEverywhere } from '../../domain/keys.js'
+import { keyLabel, recordAudit } from '../../domain/audit/log.js'
+import {
+  createApiKey,
+  listApiKeys,
+  parseScopes,
+  revokeApiKeyEverywhere,
+  scopesFromColumn,
+} from '../../domain/keys.js'
 import { loadBoardSettings } from '../../domain/services.js'
 import { type SessionUser, takeFlash } from '../../domain/sessions.js'
 import { isUserRole, nameProblem } from '../../domain/text-rules.js'
 import { boardSettingsSections } from '../../views/board-settings.js'
 import { type SettingsPageData, settingsPage } from '../../views/settings-page.js'
 import { HttpProblem } from '../problem.js'
+import { auditFrom } from './audit-context.js'
 import type { UiContext } from './context.js'
 import { ssoSettingsSection } from './sso-routes.js'
 
@@ -83,6 +93,16 @@ function oneTimePassword(): string {
     out += alphabet[(bytes[i] ?? 0) % alphabet.length]
   }
   return out
+}
+
+/** A user of the account as it is before a change, for the audit entry's "from". */
+function userOf(trx: Kysely<DB>, accountId: number, userId: number) {
+  return trx
+    .selectFrom('users')
+    .select(['email', 'role'])
+    .where('id', '=', userId)
+    .where('account_id', '=', accountId)
+    .executeTakeFirst()
 }
 
 export const settingsRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app, ctx) => {
@@ -153,12 +173,21 @@ export const settingsRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app, 
     const scopes = parseScopes(names.join(','))
     if (!scopes) errors.push('Choose what the key may do: ingest, read, or both.')
     if (errors.length > 0 || !scopes) return render(request, reply, user, { errors }, 422)
-    const { key } = await createApiKey(db, {
-      accountId: user.accountId,
-      name,
-      scopes,
-      createdBy: user.email,
-      createdByUserId: user.userId,
+    const { key } = await db.transaction().execute(async (trx) => {
+      const created = await createApiKey(trx, {
+        accountId: user.accountId,
+        name,
+        scopes,
+        createdBy: user.email,
+        createdByUserId: user.userId,
+      })
+      await recordAudit(trx, {
+        ...auditFrom(request, user),
+        action: 'key.created',
+        target: keyLabel(created.row),
+        details: { scopes: [...scopes] },
+      })
+      return created
     })
     // Kept server-side for the next page view only: never in a URL, and reloading shows it no more.
     return ctx.redirectWithFlash(reply, user, '/settings/', {
@@ -174,6 +203,13 @@ export const settingsRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app, 
       user.accountId,
       String(idParam(request)),
       ctx.verifier,
+      (trx, revoked) =>
+        recordAudit(trx, {
+          ...auditFrom(request, user),
+          action: 'key.revoked',
+          target: keyLabel(revoked),
+          details: { scopes: scopesFromColumn(revoked.scopes) },
+        }),
     )
     if (!row) throw new HttpProblem(404, 'not-found', 'No such key', 'This account has no such API key.')
     return ctx.redirectWithFlash(reply, user, '/settings/', {
@@ -193,12 +229,21 @@ export const settingsRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app, 
     if (errors.length > 0 || !isUserRole(role)) return render(request, reply, user, { errors }, 422)
     const password = oneTimePassword()
     try {
-      const created = await createUser(db, {
-        accountId: user.accountId,
-        email,
-        password,
-        role,
-        oneTimePassword: true,
+      const created = await db.transaction().execute(async (trx) => {
+        const added = await createUser(trx, {
+          accountId: user.accountId,
+          email,
+          password,
+          role,
+          oneTimePassword: true,
+        })
+        await recordAudit(trx, {
+          ...auditFrom(request, user),
+          action: 'user.added',
+          target: added.email,
+          details: { role: added.role, via: 'settings (one-time password)' },
+        })
+        return added
       })
       return ctx.redirectWithFlash(reply, user, '/settings/', {
         notice: `${created.email} is added as ${created.role}.`,
@@ -229,7 +274,21 @@ export const settingsRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app, 
         return render(request, reply, user, { errors: ['Role must be admin or member.'] }, 422)
       }
       const id = idParam(request)
-      const refused = await keepingAnAdmin(() => changeRole(db, user.accountId, id, role))
+      const refused = await keepingAnAdmin(() =>
+        db.transaction().execute(async (trx) => {
+          const before = await userOf(trx, user.accountId, id)
+          if (!before || !(await changeRole(trx, user.accountId, id, role))) return false
+          if (before.role !== role) {
+            await recordAudit(trx, {
+              ...auditFrom(request, user),
+              action: 'user.role_changed',
+              target: before.email,
+              details: { from: before.role, to: role },
+            })
+          }
+          return true
+        }),
+      )
       if (refused) return render(request, reply, user, { errors: [refused] }, 409)
       return ctx.redirectWithFlash(reply, user, '/settings/', { notice: 'The role is changed.' })
     },
@@ -245,7 +304,19 @@ export const settingsRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app, 
     const target = (await listUsers(db, user.accountId)).find((u) => u.id === id)
     const password = oneTimePassword()
     // Scoped to the admin's account: another account's user id is "no such user".
-    if (!target || !(await resetPassword(db, user.accountId, id, password, { oneTime: true }))) {
+    const reset =
+      target !== undefined &&
+      (await db.transaction().execute(async (trx) => {
+        if (!(await resetPassword(trx, user.accountId, id, password, { oneTime: true }))) return false
+        await recordAudit(trx, {
+          ...auditFrom(request, user),
+          action: 'password.changed',
+          target: target.email,
+          details: { how: 'admin reset (one-time password)' },
+        })
+        return true
+      }))
+    if (!target || !reset) {
       throw new HttpProblem(404, 'not-found', 'No such user', 'This account has no such user.')
     }
     return ctx.redirectWithFlash(reply, user, '/settings/', {
@@ -261,7 +332,19 @@ export const settingsRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app, 
     if (id === user.userId) {
       return render(request, reply, user, { errors: ['You cannot remove yourself.'] }, 409)
     }
-    const refused = await keepingAnAdmin(() => removeUser(db, user.accountId, id))
+    const refused = await keepingAnAdmin(() =>
+      db.transaction().execute(async (trx) => {
+        const before = await userOf(trx, user.accountId, id)
+        if (!before || !(await removeUser(trx, user.accountId, id))) return false
+        await recordAudit(trx, {
+          ...auditFrom(request, user),
+          action: 'user.removed',
+          target: before.email,
+          details: { role: before.role },
+        })
+        return true
+      }),
+    )
     if (refused) return render(request, reply, user, { errors: [refused] }, 409)
     return ctx.redirectWithFlash(reply, user, '/settings/', {
       notice: 'The user is removed and logged out.',

@@ -2,6 +2,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import { Type } from 'typebox'
+import { recordAudit, webhookDetails, webhookLabel } from '../../domain/audit/log.js'
 import { type SessionUser, takeFlash } from '../../domain/sessions.js'
 import {
   createWebhook,
@@ -15,6 +16,7 @@ import {
 } from '../../domain/webhooks/queries.js'
 import { deliveryLogPage, webhooksPage } from '../../views/webhooks-page.js'
 import { HttpProblem } from '../problem.js'
+import { auditFrom } from './audit-context.js'
 import type { UiContext } from './context.js'
 
 const text = (maxLength = 4096) => Type.Optional(Type.String({ maxLength }))
@@ -91,22 +93,31 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app, c
     if (!user) return reply
     const b = request.body
     try {
-      const { webhook, secret } = await createWebhook(
-        db,
-        appSecret,
-        {
-          accountId: user.accountId,
-          url: b.url ?? '',
-          format: b.format ?? '',
-          statuses: list(b.status),
-          outcomes: list(b.outcome),
-          environments: commaList(b.environments),
-          services: commaList(b.services),
-          grafanaToken: b.grafana_token ?? null,
-          createdBy: user.email,
-        },
-        { allowPrivate: webhookAllowPrivate },
-      )
+      const { webhook, secret } = await db.transaction().execute(async (trx) => {
+        const created = await createWebhook(
+          trx,
+          appSecret,
+          {
+            accountId: user.accountId,
+            url: b.url ?? '',
+            format: b.format ?? '',
+            statuses: list(b.status),
+            outcomes: list(b.outcome),
+            environments: commaList(b.environments),
+            services: commaList(b.services),
+            grafanaToken: b.grafana_token ?? null,
+            createdBy: user.email,
+          },
+          { allowPrivate: webhookAllowPrivate },
+        )
+        await recordAudit(trx, {
+          ...auditFrom(request, user),
+          action: 'webhook.created',
+          target: webhookLabel(created.webhook.url),
+          details: webhookDetails(created.webhook),
+        })
+        return created
+      })
       return ctx.redirectWithFlash(reply, user, '/settings/webhooks/', {
         notice: `The webhook to ${webhook.url} is added.`,
         secret: { kind: 'key', label: `the webhook to ${webhook.url}`, value: secret },
@@ -136,7 +147,19 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app, c
     async (request, reply) => {
       const user = admin(request, reply)
       if (!user) return reply
-      if (!(await deleteWebhook(db, user.accountId, id(request.params.id)))) throw notFound()
+      const webhookId = id(request.params.id)
+      const deleted = await db.transaction().execute(async (trx) => {
+        const before = await getWebhook(trx, user.accountId, webhookId)
+        if (!before || !(await deleteWebhook(trx, user.accountId, webhookId))) return false
+        await recordAudit(trx, {
+          ...auditFrom(request, user),
+          action: 'webhook.deleted',
+          target: webhookLabel(before.url),
+          details: { id: webhookId, ...webhookDetails(before) },
+        })
+        return true
+      })
+      if (!deleted) throw notFound()
       return ctx.redirectWithFlash(reply, user, '/settings/webhooks/', { notice: 'The webhook is deleted.' })
     },
   )
@@ -147,7 +170,19 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app, c
     async (request, reply) => {
       const user = admin(request, reply)
       if (!user) return reply
-      if (!(await enableWebhook(db, user.accountId, id(request.params.id)))) throw notFound()
+      const webhookId = id(request.params.id)
+      const enabled = await db.transaction().execute(async (trx) => {
+        const before = await getWebhook(trx, user.accountId, webhookId)
+        if (!before || !(await enableWebhook(trx, user.accountId, webhookId))) return false
+        await recordAudit(trx, {
+          ...auditFrom(request, user),
+          action: 'webhook.enabled',
+          target: webhookLabel(before.url),
+          details: { id: webhookId, wasEnabled: Number(before.enabled) === 1 },
+        })
+        return true
+      })
+      if (!enabled) throw notFound()
       return ctx.redirectWithFlash(reply, user, '/settings/webhooks/', {
         notice: 'The webhook is enabled again: new events are sent to it.',
       })
@@ -201,7 +236,19 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app, c
         .where('id', '=', deliveryId)
         .where('webhook_id', '=', Number(webhook.id))
         .executeTakeFirst()
-      if (!found || !(await redeliver(db, user.accountId, deliveryId))) throw notFound()
+      const queued =
+        found !== undefined &&
+        (await db.transaction().execute(async (trx) => {
+          if (!(await redeliver(trx, user.accountId, deliveryId))) return false
+          await recordAudit(trx, {
+            ...auditFrom(request, user),
+            action: 'webhook.redelivered',
+            target: webhookLabel(webhook.url),
+            details: { id: Number(webhook.id), delivery: deliveryId },
+          })
+          return true
+        }))
+      if (!queued) throw notFound()
       return ctx.redirectWithFlash(reply, user, `/settings/webhooks/${webhook.id}/`, {
         notice: 'The delivery is queued again, with the same delivery id.',
       })
