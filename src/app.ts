@@ -15,6 +15,7 @@ import { ApiKeyVerifier, KeyUsageRecorder, keyUsageTask } from './domain/keys.js
 import { LiveHub } from './domain/live/hub.js'
 import { deleteExpiredSessions } from './domain/sessions.js'
 import { ensureSecret } from './domain/settings.js'
+import { retentionTask } from './domain/operations/retention.js'
 import { TaskRunner } from './domain/tasks.js'
 import { WebhookSender } from './domain/webhooks/sender.js'
 import { getRoutes } from './http/api/get-routes.js'
@@ -127,6 +128,7 @@ export async function buildApp(options: BuildOptions): Promise<App> {
   })
   metrics.onWebhookQueueDepth(() => webhooks.queueDepth())
   tasks.add(webhooks.task())
+  tasks.add(retentionTask(database, app.log))
   app.addHook('onReady', async () => tasks.start())
   resources.revocations?.subscribe({
     onRevoked: (digest) => verifier.forgetDigest(digest),

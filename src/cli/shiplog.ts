@@ -29,6 +29,7 @@ import { ensureSecret } from '../domain/settings.js'
 import { isUserRole, nameProblem, printableName, USER_ROLES } from '../domain/text-rules.js'
 import { createWebhook, deleteWebhook, listWebhooks, WebhookInputError } from '../domain/webhooks/queries.js'
 import { PACKAGE_JSON } from '../paths.js'
+import { backupCommand, doctorCommand, OPS_USAGE, retentionCommand } from './ops-misc.js'
 import { serveUntilSignalled } from '../server.js'
 
 /** A failure to report in one line on stderr; exit code 1 unless said otherwise. */
@@ -69,6 +70,7 @@ Commands:
   webhooks delete --account NAME ID  delete a webhook and its delivery log
   deployments rebuild                derive every deployment again from the events; safe
                                      while servers run (their pages fill in as it goes)
+${OPS_USAGE}
 
 Configuration comes from the environment: PORT, HOST, DATABASE_URL (default
 sqlite:./data/shiplog.db), SHIPLOG_SECRET, SHIPLOG_PUBLIC_URL, LOG_LEVEL, REDIS_URL,
@@ -479,6 +481,9 @@ export async function main(argv: string[]): Promise<number> {
     else if (command === 'webhooks' && sub === 'list') await webhooksList(rest)
     else if (command === 'webhooks' && sub === 'delete') await webhooksDelete(rest)
     else if (command === 'deployments' && sub === 'rebuild') await deploymentsRebuild(rest)
+    else if (command === 'backup') return await backupCommand(argv.slice(1))
+    else if (command === 'retention') return await retentionCommand(sub, rest)
+    else if (command === 'doctor') return await doctorCommand(argv.slice(1))
     else throw new CliError(`unknown command "${argv.slice(0, 2).join(' ')}" (see shiplog --help)`, 2)
     return 0
   } catch (err) {

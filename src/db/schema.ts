@@ -12,6 +12,8 @@ export interface AccountsTable {
   stall_minutes: Generated<number>
   /** The token in badge URLs (SPEC §6.3); null until one is made in Settings. */
   badge_token: string | null
+  /** Events older than this many days are pruned (domain/operations/retention.ts); null keeps them. */
+  retention_days: number | null
 }
 
 export type UserRole = 'admin' | 'member'

@@ -58,6 +58,7 @@ test('the app runs the key-usage flush, session clean-up, deployments catch-up, 
   const expected = [
     'deployments',
     'key-usage',
+    'retention',
     'session-cleanup',
     'webhook-delivery',
     ...(testDialect === 'sqlite' ? ['version-index'] : []),
