@@ -57,8 +57,11 @@ export async function backupSqlite(
   if (!dirStat.isDirectory()) throw new BackupError(`${dir} is not a directory`)
   try {
     await access(dir, constants.W_OK)
-  } catch {
-    throw new BackupError(`cannot write to directory ${dir} (permission denied)`)
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code
+    throw new BackupError(
+      `cannot write to directory ${dir} (${code === 'EROFS' ? 'read-only file system' : 'permission denied'})`,
+    )
   }
 
   // Same directory, so the rename is atomic and never crosses file systems.
