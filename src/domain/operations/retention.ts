@@ -78,6 +78,7 @@ function* pruneBatch(
   accountId: number,
   cutoff: number,
   after: number,
+  batchEvents: number,
 ): Generator<Step, { counts: PruneCounts; cursor: number; done: boolean }, Rows> {
   const inList = dialect === 'sqlite' ? 'IN (SELECT value FROM json_each(?))' : '= ANY(?::bigint[])'
   // Taking the derivation's lock row: derivation waits, and its per-process memory of the groups
@@ -120,7 +121,7 @@ function* pruneBatch(
   const events: number[] = []
   let cursor = after
   for (const [id, ids] of eventIdsOf) {
-    if (events.length >= PRUNE_BATCH_EVENTS) break
+    if (events.length >= batchEvents) break
     cursor = id
     // An open deployment may have had an event since the cut-off (a repeated Deploying): it stays.
     if (ids.some((e) => (times.get(e) ?? 0) >= cutoff)) continue
@@ -208,6 +209,12 @@ async function runPostgres(
   }
 }
 
+export interface PruneOptions {
+  pauseMs?: number
+  /** Events per transaction (tests make it small to get many transactions). */
+  batchEvents?: number
+}
+
 /**
  * Prunes one account's events older than `cutoff` (epoch ms), a transaction of at most
  * PRUNE_BATCH_EVENTS events at a time with a short pause between, until nothing older is left.
@@ -216,12 +223,12 @@ export async function pruneAccount(
   database: Database,
   accountId: number,
   cutoff: number,
-  options: { pauseMs?: number } = {},
+  options: PruneOptions = {},
 ): Promise<PruneCounts> {
   const total: PruneCounts = { events: 0, deployments: 0, deliveries: 0 }
   let cursor = 0
   for (;;) {
-    const steps = pruneBatch(database.dialect, accountId, cutoff, cursor)
+    const steps = pruneBatch(database.dialect, accountId, cutoff, cursor, options.batchEvents ?? PRUNE_BATCH_EVENTS)
     const result = database.dialect === 'sqlite' ? runSqlite(database, steps) : await runPostgres(database, steps)
     total.events += result.counts.events
     total.deployments += result.counts.deployments
@@ -241,7 +248,7 @@ export interface RetentionRun extends PruneCounts {
 export async function pruneExpiredEvents(
   database: Database,
   now = Date.now(),
-  options: { pauseMs?: number } = {},
+  options: PruneOptions = {},
 ): Promise<RetentionRun> {
   const started = performance.now()
   const accounts = await database.db
