@@ -84,7 +84,9 @@ async function withMigratedDatabase(fn: (database: ReturnType<typeof openDatabas
   } catch (err) {
     if (isDatabaseUnavailable(err)) {
       const where =
-        config.database.dialect === 'sqlite' ? config.database.path : redactUrl(config.database.connectionString)
+        config.database.dialect === 'sqlite'
+          ? config.database.path
+          : redactUrl(config.database.connectionString)
       throw new OpsError(`database unavailable (${where}): ${(err as Error).message}`)
     }
     throw err
@@ -142,13 +144,19 @@ export function retentionCommand(sub: string | undefined, args: string[]): Promi
 export function doctorCommand(args: string[]): Promise<number> {
   return reported(async () => {
     parseArgs({ args, options: {}, strict: true })
-    const lines = await runDoctor(process.env, (line: CheckLine) => process.stdout.write(`${formatCheck(line)}\n`))
+    const lines = await runDoctor(process.env, (line: CheckLine) =>
+      process.stdout.write(`${formatCheck(line)}\n`),
+    )
     const failed = lines.filter((l) => l.status === 'FAIL').length
     const warned = lines.filter((l) => l.status === 'warn').length
     if (failed > 0) {
-      process.stdout.write(`\n${failed} check${failed === 1 ? '' : 's'} failed${warned ? `, ${warned} warning${warned === 1 ? '' : 's'}` : ''}\n`)
+      process.stdout.write(
+        `\n${failed} check${failed === 1 ? '' : 's'} failed${warned ? `, ${warned} warning${warned === 1 ? '' : 's'}` : ''}\n`,
+      )
       throw new OpsError(`doctor found ${failed} failing check${failed === 1 ? '' : 's'}`)
     }
-    process.stdout.write(`\nall checks passed${warned ? ` (${warned} warning${warned === 1 ? '' : 's'})` : ''}\n`)
+    process.stdout.write(
+      `\nall checks passed${warned ? ` (${warned} warning${warned === 1 ? '' : 's'})` : ''}\n`,
+    )
   })
 }

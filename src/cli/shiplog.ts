@@ -29,8 +29,8 @@ import { ensureSecret } from '../domain/settings.js'
 import { isUserRole, nameProblem, printableName, USER_ROLES } from '../domain/text-rules.js'
 import { createWebhook, deleteWebhook, listWebhooks, WebhookInputError } from '../domain/webhooks/queries.js'
 import { PACKAGE_JSON } from '../paths.js'
-import { backupCommand, doctorCommand, OPS_USAGE, retentionCommand } from './ops-misc.js'
 import { serveUntilSignalled } from '../server.js'
+import { backupCommand, doctorCommand, OPS_USAGE, retentionCommand } from './ops-misc.js'
 
 /** A failure to report in one line on stderr; exit code 1 unless said otherwise. */
 class CliError extends Error {

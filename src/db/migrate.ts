@@ -85,7 +85,8 @@ export async function migrateTo(database: Database, name: string): Promise<Migra
   const known = (await migrator.getMigrations()).map((m) => m.name)
   if (!known.includes(name)) throw new Error(`no migration named ${name}`)
   const { error, results } = await migrator.migrateTo(name)
-  if (error) throw new Error(`migration to ${name} failed: ${error instanceof Error ? error.message : String(error)}`)
+  if (error)
+    throw new Error(`migration to ${name} failed: ${error instanceof Error ? error.message : String(error)}`)
   return { applied: (results ?? []).filter((r) => r.status === 'Success').map((r) => r.migrationName) }
 }
 

@@ -3,7 +3,15 @@
 // It works on SQLite files in both runs of the suite; on PostgreSQL it explains pg_dump instead.
 import assert from 'node:assert/strict'
 import { execFileSync, spawnSync } from 'node:child_process'
-import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import {
+  copyFileSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { type TestContext, test } from 'node:test'
@@ -105,7 +113,10 @@ test('a backup taken under real ingest load holds every event acknowledged befor
   await withTimeout(load, 15_000, 'the load did not stop')
   assert.deepEqual(failures, [], 'every request was acknowledged')
   assert.equal(backup.code, 0, backup.stderr)
-  assert.match(backup.stderr, /^backup written to .*shiplog-backup\.db \([\d.]+ MiB, \d+ events, [\d.]+ s\)\n$/)
+  assert.match(
+    backup.stderr,
+    /^backup written to .*shiplog-backup\.db \([\d.]+ MiB, \d+ events, [\d.]+ s\)\n$/,
+  )
   assert.ok(ackedDuring > 0, 'ingest went on while the backup ran')
   t.diagnostic(`${ackedBefore.length} acknowledged before the backup, ${ackedDuring} while it ran`)
   assert.deepEqual(readdirSync(join(dir, 'backups')), ['shiplog-backup.db'], 'no temporary file is left')
@@ -125,7 +136,12 @@ test('a backup taken under real ingest load holds every event acknowledged befor
   const response = await fetch(`${restored.url}/deploy`, {
     method: 'POST',
     headers: { 'content-type': 'application/json', 'x-api-key': key },
-    body: JSON.stringify({ service: 'svc', environment: 'prod', version: 'after-restore', status: 'Deployed' }),
+    body: JSON.stringify({
+      service: 'svc',
+      environment: 'prod',
+      version: 'after-restore',
+      status: 'Deployed',
+    }),
   })
   assert.equal(response.status, 201)
   const { id } = (await response.json()) as { id: number }
@@ -152,7 +168,10 @@ test('backup refuses an existing target, an unwritable directory and a full disk
   writeFileSync(existing, 'precious')
   const refused = await runCli(t, ['backup', '--out', existing], { env })
   assert.equal(refused.code, 1)
-  assert.match(refused.stderr, /^shiplog: .*existing\.db already exists \(choose another name, or --force to replace it\)\n$/)
+  assert.match(
+    refused.stderr,
+    /^shiplog: .*existing\.db already exists \(choose another name, or --force to replace it\)\n$/,
+  )
   assert.equal(readFileSync(existing, 'utf8'), 'precious', 'the existing file is untouched')
   const forced = await runCli(t, ['backup', '--out', existing, '--force'], { env })
   assert.equal(forced.code, 0, forced.stderr)
@@ -173,7 +192,10 @@ test('backup refuses an existing target, an unwritable directory and a full disk
   if (!mounted) execFileSync('chmod', ['0555', readOnly])
   const unwritable = await runCli(t, ['backup', '--out', join(readOnly, 'b.db')], { env })
   assert.equal(unwritable.code, 1)
-  assert.match(unwritable.stderr, /^shiplog: cannot write to directory .*ro \((read-only file system|permission denied)\)\n$/)
+  assert.match(
+    unwritable.stderr,
+    /^shiplog: cannot write to directory .*ro \((read-only file system|permission denied)\)\n$/,
+  )
   assert.deepEqual(readdirSync(readOnly), [])
 
   // A full disk: a 1 MiB file system where one is allowed, else a file size limit on the process.
@@ -182,7 +204,10 @@ test('backup refuses an existing target, an unwritable directory and a full disk
   if (mount(small, 'size=1m')) {
     const full = await runCli(t, ['backup', '--out', join(small, 'b.db')], { env })
     assert.equal(full.code, 1)
-    assert.match(full.stderr, /^shiplog: backup failed: the disk is full \(no space left\); nothing was written\n$/)
+    assert.match(
+      full.stderr,
+      /^shiplog: backup failed: the disk is full \(no space left\); nothing was written\n$/,
+    )
   } else {
     // Writes past the limit fail (EFBIG) once SIGXFSZ is ignored: the same path as a full disk.
     const script = `trap "" XFSZ; ulimit -f 512; exec "${process.execPath}" "${SHIPLOG_BIN}" backup --out "${join(small, 'b.db')}"`
@@ -194,7 +219,9 @@ test('backup refuses an existing target, an unwritable directory and a full disk
 })
 
 test('on PostgreSQL backup explains pg_dump with the connection (password hidden) and points to dump', async (t) => {
-  const env = processEnv('postgres://shiplog:hunter2-secret@db.internal:6543/shiplog_prod?options=-c%20search_path%3Dlogs')
+  const env = processEnv(
+    'postgres://shiplog:hunter2-secret@db.internal:6543/shiplog_prod?options=-c%20search_path%3Dlogs',
+  )
   const result = await runCli(t, ['backup', '--out', 'nightly.dump'], { env })
   assert.equal(result.code, 1)
   assert.doesNotMatch(result.stderr, /hunter2/)

@@ -23,7 +23,9 @@ test('parseRetention takes whole days or forever and says why not otherwise', ()
   }
 })
 
-test('pruning removes exactly the old deployments and their events while ingest runs', { timeout: 60_000 }, async (t) => {
+test('pruning removes exactly the old deployments and their events while ingest runs', {
+  timeout: 60_000,
+}, async (t) => {
   const ctx = await buildTestApp(t)
   const account = ctx.tenant.account.id
   const now = Date.now()
@@ -44,12 +46,23 @@ test('pruning removes exactly the old deployments and their events while ingest 
   ]
   // svc-old/prod: 30 old deployments; the last is running and latest.
   for (let i = 0; i < 30; i++) {
-    seeds.push({ service: 'svc-old', environment: 'prod', version: `o${i}`, status: 'Deployed', received_at: at(10 + i) })
+    seeds.push({
+      service: 'svc-old',
+      environment: 'prod',
+      version: `o${i}`,
+      status: 'Deployed',
+      received_at: at(10 + i),
+    })
   }
   const ids = await insertEvents(ctx.database, account, seeds)
   const id = (i: number) => ids[i] as number
   // A recent event of the open v9 deployment.
-  const recent = await deploy(ctx.app, ctx.tenant.key, { service: 'svc-b', environment: 'prod', version: 'v9', status: 'Deploying' })
+  const recent = await deploy(ctx.app, ctx.tenant.key, {
+    service: 'svc-b',
+    environment: 'prod',
+    version: 'v9',
+    status: 'Deploying',
+  })
   assert.equal(recent.status, 201)
   await ctx.app.shiplog.deployments.current()
 
@@ -138,17 +151,32 @@ test('pruning removes exactly the old deployments and their events while ingest 
   const left = new Set(
     (await ctx.database.db.selectFrom('events').select('id').execute()).map((r) => Number(r.id)),
   )
-  const expectedLeft = [...ids.filter((i) => !pruned.has(i)), recent.body.id as number, ...otherIds, ...acknowledged]
-  assert.deepEqual([...left].sort((a, b) => a - b), expectedLeft.sort((a, b) => a - b), 'exactly the old events went')
+  const expectedLeft = [
+    ...ids.filter((i) => !pruned.has(i)),
+    recent.body.id as number,
+    ...otherIds,
+    ...acknowledged,
+  ]
+  assert.deepEqual(
+    [...left].sort((a, b) => a - b),
+    expectedLeft.sort((a, b) => a - b),
+    'exactly the old events went',
+  )
 
   // Deployments, derived again by the server, equal the rules applied to the events kept.
   await ctx.app.shiplog.deployments.current()
   assert.deepEqual(await storedDeployments(ctx.database), await expectedDeployments(ctx.database))
 
   const deliveries = await ctx.database.db.selectFrom('webhook_deliveries').select('event_id').execute()
-  assert.deepEqual(deliveries.map((d) => Number(d.event_id)), [id(2)])
+  assert.deepEqual(
+    deliveries.map((d) => Number(d.event_id)),
+    [id(2)],
+  )
   const keys = await ctx.database.db.selectFrom('idempotency_keys').select('idem_key').execute()
-  assert.deepEqual(keys.map((k) => k.idem_key), ['k-1'])
+  assert.deepEqual(
+    keys.map((k) => k.idem_key),
+    ['k-1'],
+  )
   const firsts = await ctx.database.db
     .selectFrom('version_firsts')
     .select(['version', 'deployment_id'])
@@ -177,12 +205,19 @@ test('pruning removes exactly the old deployments and their events while ingest 
   assert.equal(board.statusCode, 200)
   const services = (
     board.json() as {
-      services: Array<{ service: string; environments: Record<string, { version: string; latest: { version: string; outcome: string } }> }>
+      services: Array<{
+        service: string
+        environments: Record<string, { version: string; latest: { version: string; outcome: string } }>
+      }>
     }
   ).services
-  const cell = (service: string, env: string) => services.find((s) => s.service === service)?.environments[env]
+  const cell = (service: string, env: string) =>
+    services.find((s) => s.service === service)?.environments[env]
   assert.equal(cell('svc-a', 'prod')?.version, 'v2')
-  assert.deepEqual([cell('svc-a', 'prod')?.latest.version, cell('svc-a', 'prod')?.latest.outcome], ['v3', 'failed'])
+  assert.deepEqual(
+    [cell('svc-a', 'prod')?.latest.version, cell('svc-a', 'prod')?.latest.outcome],
+    ['v3', 'failed'],
+  )
   assert.equal(cell('svc-old', 'prod')?.version, 'o29')
   assert.equal(cell('svc-b', 'prod')?.version, 'v1')
 

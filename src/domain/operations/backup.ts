@@ -1,7 +1,17 @@
 // Online backup of a SQLite database: a consistent snapshot (VACUUM INTO) written beside the
 // target under a temporary name, checked, flushed to disk and renamed into place.
 import { randomBytes } from 'node:crypto'
-import { chmodSync, closeSync, constants, existsSync, fsyncSync, openSync, renameSync, rmSync, statSync } from 'node:fs'
+import {
+  chmodSync,
+  closeSync,
+  constants,
+  existsSync,
+  fsyncSync,
+  openSync,
+  renameSync,
+  rmSync,
+  statSync,
+} from 'node:fs'
 import { access } from 'node:fs/promises'
 import { basename, dirname, join, resolve } from 'node:path'
 import SqliteDatabase from 'better-sqlite3'
@@ -94,9 +104,13 @@ export async function backupSqlite(
     try {
       const checks = query('PRAGMA quick_check').all() as Array<{ quick_check: string }>
       if (checks.length !== 1 || checks[0]?.quick_check !== 'ok') {
-        throw new BackupError(`backup failed its integrity check: ${checks.map((c) => c.quick_check).join('; ')}`)
+        throw new BackupError(
+          `backup failed its integrity check: ${checks.map((c) => c.quick_check).join('; ')}`,
+        )
       }
-      const row = query("SELECT count(*) AS n FROM sqlite_master WHERE type = 'table' AND name = 'events'").get() as { n: number }
+      const row = query(
+        "SELECT count(*) AS n FROM sqlite_master WHERE type = 'table' AND name = 'events'",
+      ).get() as { n: number }
       if (row.n === 1) events = (query('SELECT count(*) AS n FROM events').get() as { n: number }).n
       // The backup is one self-contained file: no -wal beside it to lose when it is copied away.
       copy.exec('PRAGMA journal_mode = DELETE')

@@ -169,7 +169,11 @@ function checkSqliteFiles(path: string, add: Add): void {
 async function checkPostgres(database: Extract<Database, { dialect: 'postgres' }>, add: Add): Promise<void> {
   try {
     const { rows } = await within(
-      sql<{ num: string; version: string; trgm: string | null }>`select current_setting('server_version_num') as num,
+      sql<{
+        num: string
+        version: string
+        trgm: string | null
+      }>`select current_setting('server_version_num') as num,
         current_setting('server_version') as version,
         (select extversion from pg_extension where extname = 'pg_trgm') as trgm`.execute(database.db),
       CHECK_TIMEOUT_MS,
@@ -177,7 +181,8 @@ async function checkPostgres(database: Extract<Database, { dialect: 'postgres' }
     )
     const row = rows[0]
     const num = Number(row?.num ?? 0)
-    if (num < MIN_POSTGRES) add('FAIL', 'postgresql', `server ${row?.version} is older than 13, the oldest supported`)
+    if (num < MIN_POSTGRES)
+      add('FAIL', 'postgresql', `server ${row?.version} is older than 13, the oldest supported`)
     else add('ok', 'postgresql', `server ${row?.version}`)
     if (row?.trgm) add('ok', 'pg_trgm', `installed (${row.trgm}): version search uses its index`)
     else
@@ -199,14 +204,17 @@ async function checkClock(database: Database, add: Add): Promise<void> {
   try {
     const before = Date.now()
     const { rows } = await within(
-      sql<{ ms: string }>`select floor(extract(epoch from clock_timestamp()) * 1000)::bigint as ms`.execute(database.db),
+      sql<{ ms: string }>`select floor(extract(epoch from clock_timestamp()) * 1000)::bigint as ms`.execute(
+        database.db,
+      ),
       CHECK_TIMEOUT_MS,
       'the database',
     )
     const after = Date.now()
     const skew = Number(rows[0]?.ms) - (before + after) / 2
     const detail = `database clock ${skew >= 0 ? 'ahead' : 'behind'} by ${Math.abs(Math.round(skew))} ms (±${Math.ceil((after - before) / 2)} ms)`
-    if (Math.abs(skew) > SKEW_FAIL_MS) add('FAIL', 'clock', `${detail}: over 30 s; fix NTP on one of the machines`)
+    if (Math.abs(skew) > SKEW_FAIL_MS)
+      add('FAIL', 'clock', `${detail}: over 30 s; fix NTP on one of the machines`)
     else if (Math.abs(skew) > SKEW_WARN_MS) add('warn', 'clock', `${detail}: over 1 s`)
     else add('ok', 'clock', detail)
   } catch (err) {

@@ -19,7 +19,8 @@ const PAUSE_MS = 20
 export function parseRetention(raw: string): number | null | { problem: string } {
   const value = raw.trim().toLowerCase()
   if (value === 'forever' || value === '') return null
-  if (!/^\d{1,6}$/.test(value)) return { problem: `must be a whole number of days or "forever", got "${raw.slice(0, 40)}"` }
+  if (!/^\d{1,6}$/.test(value))
+    return { problem: `must be a whole number of days or "forever", got "${raw.slice(0, 40)}"` }
   const days = Number(value)
   if (days < 1 || days > MAX_RETENTION_DAYS)
     return { problem: `must be between 1 and ${MAX_RETENTION_DAYS} days (or "forever"), got ${days}` }
@@ -172,7 +173,9 @@ function runSqlite(
     while (!next.done) {
       const statement = database.prepare(next.value.sql)
       const params = bind(next.value.params)
-      const rows = statement.reader ? (statement.all(...params) as Rows) : (statement.run(...params), [])
+      let rows: Rows = []
+      if (statement.reader) rows = statement.all(...params) as Rows
+      else statement.run(...params)
       next = steps.next(rows)
     }
     database.prepare('commit').run()
@@ -228,8 +231,15 @@ export async function pruneAccount(
   const total: PruneCounts = { events: 0, deployments: 0, deliveries: 0 }
   let cursor = 0
   for (;;) {
-    const steps = pruneBatch(database.dialect, accountId, cutoff, cursor, options.batchEvents ?? PRUNE_BATCH_EVENTS)
-    const result = database.dialect === 'sqlite' ? runSqlite(database, steps) : await runPostgres(database, steps)
+    const steps = pruneBatch(
+      database.dialect,
+      accountId,
+      cutoff,
+      cursor,
+      options.batchEvents ?? PRUNE_BATCH_EVENTS,
+    )
+    const result =
+      database.dialect === 'sqlite' ? runSqlite(database, steps) : await runPostgres(database, steps)
     total.events += result.counts.events
     total.deployments += result.counts.deployments
     total.deliveries += result.counts.deliveries

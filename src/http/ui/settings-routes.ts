@@ -14,11 +14,12 @@ import {
   UserExistsError,
 } from '../../domain/accounts.js'
 import { createApiKey, listApiKeys, parseScopes, revokeApiKeyEverywhere } from '../../domain/keys.js'
+import { getRetention, MAX_RETENTION_DAYS } from '../../domain/operations/retention.js'
 import { loadBoardSettings } from '../../domain/services.js'
 import { type SessionUser, takeFlash } from '../../domain/sessions.js'
 import { isUserRole, nameProblem } from '../../domain/text-rules.js'
 import { boardSettingsSections } from '../../views/board-settings.js'
-import { type SettingsPageData, settingsPage } from '../../views/settings-page.js'
+import { retentionSection, type SettingsPageData, settingsPage } from '../../views/settings-page.js'
 import { HttpProblem } from '../problem.js'
 import type { UiContext } from './context.js'
 
@@ -104,6 +105,12 @@ export const settingsRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app, 
         user,
         csrfToken,
         board: boardSettingsSections({ user, csrfToken, baseUrl: ctx.baseUrl(request), ...board }),
+        retention: retentionSection({
+          user,
+          csrfToken,
+          days: await getRetention(db, user.accountId),
+          maxDays: MAX_RETENTION_DAYS,
+        }),
         keys,
         users,
         baseUrl: ctx.baseUrl(request),
