@@ -17,7 +17,7 @@ import { deploy, type EventSeed, insertEvents } from '../support/ui.js'
 test('parseRetention takes whole days or forever and says why not otherwise', () => {
   assert.equal(parseRetention('30'), 30)
   assert.equal(parseRetention(' Forever '), null)
-  for (const bad of ['0', '-3', '1.5', 'ten', '36501', '9999999']) {
+  for (const bad of ['', ' ', '0', '-3', '1.5', 'ten', '36501', '9999999']) {
     const parsed = parseRetention(bad)
     assert.ok(parsed !== null && typeof parsed === 'object', `"${bad}" is refused`)
   }

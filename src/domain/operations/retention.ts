@@ -18,7 +18,9 @@ const PAUSE_MS = 20
 /** Parses "30", "forever": the number of days, null for forever; a string saying why not. */
 export function parseRetention(raw: string): number | null | { problem: string } {
   const value = raw.trim().toLowerCase()
-  if (value === 'forever' || value === '') return null
+  if (value === 'forever') return null
+  // An empty field is a mistake, not a wish to keep everything: deleting is not undone.
+  if (value === '') return { problem: 'needs a number of days or "forever"' }
   if (!/^\d{1,6}$/.test(value))
     return { problem: `must be a whole number of days or "forever", got "${raw.slice(0, 40)}"` }
   const days = Number(value)

@@ -26,9 +26,7 @@ export const retentionRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app,
     const action = request.body.action ?? 'days'
     const raw = action === 'forever' ? 'forever' : (request.body.days ?? '').trim()
     const parsed =
-      action === 'days' || action === 'forever'
-        ? parseRetention(raw === '' ? ' ' : raw)
-        : { problem: 'is not a known action' }
+      action === 'days' || action === 'forever' ? parseRetention(raw) : { problem: 'is not a known action' }
     if (parsed !== null && typeof parsed === 'object') {
       const detail =
         raw === '' && action === 'days'
