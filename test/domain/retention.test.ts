@@ -3,15 +3,20 @@
 // goes on; deployments, the board, version firsts and the read API agree with what is kept.
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
+import { parseDatabaseUrl } from '../../src/config.js'
+import { openDatabase } from '../../src/db/connect.js'
+import { migrateToLatest } from '../../src/db/migrate.js'
 import { createApiKey } from '../../src/domain/keys.js'
 import {
   DAY_MS,
   parseRetention,
   pruneExpiredEvents,
+  retentionTask,
   setRetention,
 } from '../../src/domain/operations/retention.js'
-import { buildTestApp } from '../helper.js'
+import { addTenant, buildTestApp, freshDatabaseUrl } from '../helper.js'
 import { expectedDeployments, storedDeployments } from '../support/deployments.js'
+import { processEnv, runCli } from '../support/processes.js'
 import { deploy, type EventSeed, insertEvents } from '../support/ui.js'
 
 test('parseRetention takes whole days or forever and says why not otherwise', () => {
@@ -231,4 +236,74 @@ test('pruning removes exactly the old deployments and their events while ingest 
   // A second run finds nothing more to do.
   const again = await pruneExpiredEvents(ctx.database, now)
   assert.deepEqual([again.events, again.deployments], [0, 0])
+})
+
+test('the background task logs one line per run with its counts; nothing when no account has a retention', async (t) => {
+  const ctx = await buildTestApp(t)
+  const lines: string[] = []
+  const log = {
+    debug: () => {},
+    warn: () => {},
+    info: (_: unknown, message: string) => void lines.push(message),
+  }
+  const task = retentionTask(ctx.database, log)
+  assert.equal(task.name, 'retention')
+  await task.run()
+  assert.deepEqual(lines, [])
+  const old = Date.now() - 10 * DAY_MS
+  await insertEvents(ctx.database, ctx.tenant.account.id, [
+    { version: 'a', received_at: old },
+    { version: 'b', received_at: old + 1 },
+    { version: 'c', received_at: old + 2 },
+  ])
+  await ctx.app.shiplog.deployments.current()
+  await setRetention(ctx.database.db, ctx.tenant.account.id, 7)
+  await task.run()
+  assert.equal(lines.length, 1)
+  assert.match(
+    lines[0] ?? '',
+    /^retention: pruned 2 events, 2 deployments and 0 webhook deliveries in 1 account \(\d+ ms\)$/,
+  )
+})
+
+test('shiplog retention set and show; bad input is one line and changes nothing', {
+  timeout: 60_000,
+}, async (t) => {
+  const databaseUrl = await freshDatabaseUrl(t)
+  const database = openDatabase(parseDatabaseUrl(databaseUrl))
+  try {
+    await migrateToLatest(database)
+    await addTenant(database, 'Acme')
+    await addTenant(database, 'Beta')
+  } finally {
+    await database.close()
+  }
+  const env = processEnv(databaseUrl)
+  const set = await runCli(t, ['retention', 'set', '--account', 'Acme', '--days', '30'], { env })
+  assert.equal(set.code, 0, set.stderr)
+  assert.match(
+    set.stderr,
+    /^account "Acme" keeps events for 30 days; older ones are pruned by the server in the background\n$/,
+  )
+  const show = await runCli(t, ['retention', 'show'], { env })
+  assert.equal(show.stdout, 'ACCOUNT  KEEP EVENTS\nAcme     30 days\nBeta     forever\n')
+  for (const [args, code, message] of [
+    [['--account', 'Acme', '--days', '0'], 2, /^shiplog: --days must be between 1 and 36500 days/],
+    [
+      ['--account', 'Acme', '--days', 'soon'],
+      2,
+      /^shiplog: --days must be a whole number of days or "forever"/,
+    ],
+    [['--account', 'Acme'], 2, /^shiplog: --days is required/],
+    [['--account', 'Nobody', '--days', '5'], 1, /^shiplog: account "Nobody" does not exist\n$/],
+  ] as const) {
+    const bad = await runCli(t, ['retention', 'set', ...args], { env })
+    assert.equal(bad.code, code, bad.stderr)
+    assert.match(bad.stderr, message)
+    assert.equal(bad.stderr.split('\n').length, 2, 'one line')
+  }
+  const forever = await runCli(t, ['retention', 'set', '--account', 'Acme', '--days', 'forever'], { env })
+  assert.equal(forever.code, 0)
+  const after = await runCli(t, ['retention', 'show', '--account', 'Acme'], { env })
+  assert.equal(after.stdout, 'ACCOUNT  KEEP EVENTS\nAcme     forever\n')
 })

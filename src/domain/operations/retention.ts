@@ -293,7 +293,7 @@ export function retentionTask(database: Database, log: TaskLogger, intervalMs = 
       if (run.accounts === 0) return undefined
       log.info(
         { retention: run },
-        `retention: pruned ${run.events} events, ${run.deployments} deployments and ${run.deliveries} webhook deliveries in ${run.accounts} accounts (${run.ms} ms)`,
+        `retention: pruned ${run.events} events, ${run.deployments} deployments and ${run.deliveries} webhook deliveries in ${run.accounts} account${run.accounts === 1 ? '' : 's'} (${run.ms} ms)`,
       )
       return undefined
     },
