@@ -14,6 +14,7 @@ import { versionIndexTask } from './domain/events/version-index.js'
 import { EventWriter } from './domain/events/writer.js'
 import { ApiKeyVerifier, KeyUsageRecorder, keyUsageTask } from './domain/keys.js'
 import { LiveHub } from './domain/live/hub.js'
+import { retentionTask } from './domain/operations/retention.js'
 import { deleteExpiredSessions } from './domain/sessions.js'
 import { ensureSecret } from './domain/settings.js'
 import { TaskRunner } from './domain/tasks.js'
@@ -130,6 +131,7 @@ export async function buildApp(options: BuildOptions): Promise<App> {
   tasks.add(webhooks.task())
   // Tamper evidence: chains events and audit entries off the request path (src/domain/chain/).
   tasks.add(chainTask(database, {}, app.log))
+  tasks.add(retentionTask(database, app.log))
   app.addHook('onReady', async () => tasks.start())
   resources.revocations?.subscribe({
     onRevoked: (digest) => verifier.forgetDigest(digest),

@@ -39,6 +39,7 @@ import {
 import { PACKAGE_JSON } from '../paths.js'
 import { serveUntilSignalled } from '../server.js'
 import { copyCommand, dumpCommand, loadCommand, OpsDataError } from './ops-data.js'
+import { backupCommand, doctorCommand, OPS_USAGE, retentionCommand } from './ops-misc.js'
 import { parseVerifyArgs, runVerify } from './verify.js'
 
 /** A failure to report in one line on stderr; exit code 1 unless said otherwise. */
@@ -94,6 +95,7 @@ Commands:
                                      entries; names the first changed, missing or inserted
                                      row; --head checks a head kept from an export or log;
                                      exit 0 only when intact
+${OPS_USAGE}
 
 Configuration comes from the environment: PORT, HOST, DATABASE_URL (default
 sqlite:./data/shiplog.db), SHIPLOG_SECRET, SHIPLOG_PUBLIC_URL, LOG_LEVEL, REDIS_URL,
@@ -604,6 +606,9 @@ export async function main(argv: string[]): Promise<number> {
     else if (command === 'load') await loadCommand(argv.slice(1))
     else if (command === 'copy') await copyCommand(argv.slice(1))
     else if (command === 'verify') await verify(argv.slice(1))
+    else if (command === 'backup') return await backupCommand(argv.slice(1))
+    else if (command === 'retention') return await retentionCommand(sub, rest)
+    else if (command === 'doctor') return await doctorCommand(argv.slice(1))
     else throw new CliError(`unknown command "${argv.slice(0, 2).join(' ')}" (see shiplog --help)`, 2)
     return 0
   } catch (err) {

@@ -14,6 +14,8 @@ export interface AccountsTable {
   badge_token: string | null
   /** 1: the account's users may sign in with a password; 0: only with single sign-on. */
   password_login: Generated<number>
+  /** Events older than this many days are pruned (domain/operations/retention.ts); null keeps them. */
+  retention_days: number | null
 }
 
 export type UserRole = 'admin' | 'member'

@@ -20,6 +20,8 @@ export interface SettingsPageData {
   board?: SafeHtml
   /** The Sign-in section (single sign-on, password login): src/views/sso-pages.ts. */
   signIn?: SafeHtml
+  /** The retention section: retentionSection() below. */
+  retention?: SafeHtml
 }
 
 /** The one notice pattern: the result of the last action, at the top of the page, shown once. */
@@ -254,7 +256,40 @@ export function settingsPage(d: SettingsPageData): SafeHtml {
       ${usersSection(d, isAdmin)}
       ${d.board ?? ''}
       ${d.signIn ?? ''}
+      ${d.retention ?? ''}
       <h2>Your account</h2>
       <p><a href="/account/password">Change your password</a></p>`,
   })
+}
+
+export interface RetentionSectionData {
+  user: SessionUser
+  csrfToken: string
+  /** null: events are kept forever. */
+  days: number | null
+  maxDays: number
+}
+
+/** How long the account keeps its events: a plain form for admins, the value for members. */
+export function retentionSection(d: RetentionSectionData): SafeHtml {
+  const kept = d.days === null ? 'forever' : d.days === 1 ? 'for 1 day' : `for ${d.days} days`
+  return html`<section aria-labelledby="retention-heading">
+    <h2 id="retention-heading">Retention</h2>
+    <p>This account keeps its events <strong id="retention-value">${kept}</strong>.</p>
+    <p class="hint">Older events are deleted in the background (within about ten minutes), together with the
+      deployments they make up and their webhook deliveries. Each service and environment keeps its running and
+      its latest deployment whatever their age, so the board still shows what runs now. Deleted events cannot be
+      brought back except from a backup.</p>
+    ${
+      d.user.role === 'admin'
+        ? html`<form method="post" action="/settings/retention" class="panel">
+        <input type="hidden" name="_csrf" value="${d.csrfToken}">
+        <label for="retention-days">Keep events for this many days (1 to ${d.maxDays})</label>
+        <input id="retention-days" name="days" type="number" min="1" max="${d.maxDays}" step="1" inputmode="numeric" value="${d.days ?? ''}">
+        <p><button type="submit" name="action" value="days">Save retention</button>
+          <button type="submit" name="action" value="forever" class="secondary">Keep events forever</button></p>
+      </form>`
+        : ''
+    }
+  </section>`
 }

@@ -265,6 +265,7 @@ test('every state-changing route of the app, found from its route table, refuses
     'POST /settings/environments',
     'POST /settings/keys',
     'POST /settings/keys/:id/revoke',
+    'POST /settings/retention',
     'POST /settings/stall-time',
     'POST /settings/users',
     'POST /settings/users/:id/password',

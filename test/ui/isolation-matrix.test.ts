@@ -1010,6 +1010,14 @@ const MATRIX: Record<string, Entry> = {
         { url: '/settings/stall-time', form: { minutes: '7' } },
       ),
   },
+  'POST /settings/retention': {
+    why: "admins only; sets the caller's own account's retention only",
+    cases: () =>
+      from(
+        { ...outsiders(true), aMember: status(403), bAdmin: status(303) },
+        { url: '/settings/retention', form: { days: '90', action: 'days' } },
+      ),
+  },
   'POST /settings/badge-token': {
     why: "admins only; rotates the caller's own account's badge token only",
     cases: () =>

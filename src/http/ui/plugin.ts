@@ -15,6 +15,7 @@ import { boardRoutes } from './board-routes.js'
 import { cookiePolicy, createUiContext, csrfUserInfo, type UiOptions } from './context.js'
 import { insightsRoutes } from './insights-routes.js'
 import { logsRoutes } from './logs-routes.js'
+import { retentionRoutes } from './retention-routes.js'
 import { settingsRoutes } from './settings-routes.js'
 import { ssoRoutes } from './sso-routes.js'
 import { webhookRoutes } from './webhook-routes.js'
@@ -102,6 +103,7 @@ export const uiRoutes: FastifyPluginAsync<UiOptions> = async (app: FastifyInstan
   await app.register(webhookRoutes, ctx)
   await app.register(ssoRoutes, ctx)
   await app.register(auditRoutes, ctx)
+  await app.register(retentionRoutes, ctx)
 
   const readOnly = [
     '/',
@@ -136,6 +138,7 @@ export const uiRoutes: FastifyPluginAsync<UiOptions> = async (app: FastifyInstan
     '/settings/environments',
     '/settings/stall-time',
     '/settings/badge-token',
+    '/settings/retention',
     '/settings/webhooks/:id/delete',
     '/settings/webhooks/:id/enable',
     '/settings/webhooks/:id/deliveries/:delivery/redeliver',

@@ -23,11 +23,12 @@ import {
   revokeApiKeyEverywhere,
   scopesFromColumn,
 } from '../../domain/keys.js'
+import { getRetention, MAX_RETENTION_DAYS } from '../../domain/operations/retention.js'
 import { loadBoardSettings } from '../../domain/services.js'
 import { type SessionUser, takeFlash } from '../../domain/sessions.js'
 import { isUserRole, nameProblem } from '../../domain/text-rules.js'
 import { boardSettingsSections } from '../../views/board-settings.js'
-import { type SettingsPageData, settingsPage } from '../../views/settings-page.js'
+import { retentionSection, type SettingsPageData, settingsPage } from '../../views/settings-page.js'
 import { HttpProblem } from '../problem.js'
 import { auditFrom } from './audit-context.js'
 import type { UiContext } from './context.js'
@@ -126,6 +127,12 @@ export const settingsRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app, 
         csrfToken,
         board: boardSettingsSections({ user, csrfToken, baseUrl: ctx.baseUrl(request), ...board }),
         signIn: await ssoSettingsSection(ctx, user, csrfToken),
+        retention: retentionSection({
+          user,
+          csrfToken,
+          days: await getRetention(db, user.accountId),
+          maxDays: MAX_RETENTION_DAYS,
+        }),
         keys,
         users,
         baseUrl: ctx.baseUrl(request),

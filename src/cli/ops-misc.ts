@@ -1,0 +1,180 @@
+// The operator commands for backups, retention and health: backup, retention set|show, doctor.
+// Each returns its exit code and reports its own errors in one line on stderr.
+import { parseArgs } from 'node:util'
+import { ConfigError, loadConfig, redactUrl } from '../config.js'
+import { openDatabase } from '../db/connect.js'
+import { migrateToLatest } from '../db/migrate.js'
+import { findAccountByName } from '../domain/accounts.js'
+import { cliActor, recordAudit } from '../domain/audit/log.js'
+import { isDatabaseUnavailable } from '../domain/database-errors.js'
+import { BackupError, backupSqlite, pgDumpAdvice } from '../domain/operations/backup.js'
+import { type CheckLine, formatCheck, runDoctor } from '../domain/operations/doctor.js'
+import {
+  describeRetention,
+  getRetention,
+  parseRetention,
+  setRetention,
+} from '../domain/operations/retention.js'
+import { printableName } from '../domain/text-rules.js'
+
+export const OPS_USAGE = `  backup --out FILE [--force]        a consistent copy of the SQLite database while the
+                                     server runs (on PostgreSQL: says how to use pg_dump)
+  retention set --account NAME --days N|forever
+                                     keep the account's events N days (default forever)
+  retention show [--account NAME]    each account's retention
+  doctor                             check configuration, database, schema, disk, Redis
+                                     and clock; exit 0 only when every check passes`
+
+class OpsError extends Error {
+  constructor(
+    message: string,
+    readonly exitCode = 1,
+  ) {
+    super(message)
+  }
+}
+
+async function reported(fn: () => Promise<void>): Promise<number> {
+  try {
+    await fn()
+    return 0
+  } catch (err) {
+    if (err instanceof OpsError) {
+      process.stderr.write(`shiplog: ${err.message}\n`)
+      return err.exitCode
+    }
+    if (err instanceof BackupError) {
+      process.stderr.write(`shiplog: ${err.message}\n`)
+      return 1
+    }
+    if (err instanceof ConfigError) {
+      process.stderr.write(`shiplog: invalid configuration: ${err.message}\n`)
+      return 1
+    }
+    if (err instanceof TypeError && (err as NodeJS.ErrnoException).code?.startsWith('ERR_PARSE_ARGS')) {
+      process.stderr.write(`shiplog: ${err.message} (see shiplog --help)\n`)
+      return 2
+    }
+    process.stderr.write(`shiplog: ${err instanceof Error ? err.message : String(err)}\n`)
+    return 1
+  }
+}
+
+export function backupCommand(args: string[]): Promise<number> {
+  return reported(async () => {
+    const { values } = parseArgs({
+      args,
+      options: { out: { type: 'string' }, force: { type: 'boolean', default: false } },
+      strict: true,
+    })
+    const out = values.out?.trim()
+    if (!out) throw new OpsError('--out FILE is required (shiplog backup --out FILE [--force])', 2)
+    const config = loadConfig()
+    if (config.database.dialect === 'postgres') {
+      throw new OpsError(pgDumpAdvice(config.database.connectionString, out))
+    }
+    if (config.database.path === ':memory:') throw new OpsError('an in-memory database cannot be backed up')
+    const result = await backupSqlite(config.database.path, out, { force: values.force })
+    process.stderr.write(
+      `backup written to ${result.path} (${(result.bytes / 1024 ** 2).toFixed(1)} MiB, ${result.events} events, ${(result.ms / 1000).toFixed(1)} s)\n`,
+    )
+  })
+}
+
+async function withMigratedDatabase(fn: (database: ReturnType<typeof openDatabase>) => Promise<void>) {
+  const config = loadConfig()
+  const database = openDatabase(config.database)
+  try {
+    await migrateToLatest(database)
+    await fn(database)
+  } catch (err) {
+    if (isDatabaseUnavailable(err)) {
+      const where =
+        config.database.dialect === 'sqlite'
+          ? config.database.path
+          : redactUrl(config.database.connectionString)
+      throw new OpsError(`database unavailable (${where}): ${(err as Error).message}`)
+    }
+    throw err
+  } finally {
+    await database.close()
+  }
+}
+
+export function retentionCommand(sub: string | undefined, args: string[]): Promise<number> {
+  return reported(async () => {
+    if (sub === 'set') {
+      const usage = 'shiplog retention set --account NAME --days N|forever'
+      const { values } = parseArgs({
+        args,
+        options: { account: { type: 'string' }, days: { type: 'string' } },
+        strict: true,
+      })
+      if (!values.account?.trim()) throw new OpsError(`--account is required (${usage})`, 2)
+      if (values.days === undefined || values.days.trim() === '')
+        throw new OpsError(`--days is required (${usage})`, 2)
+      const days = parseRetention(values.days)
+      if (days !== null && typeof days === 'object') throw new OpsError(`--days ${days.problem}`, 2)
+      const accountName = values.account
+      await withMigratedDatabase(async (database) => {
+        const account = await findAccountByName(database.db, accountName)
+        if (!account) throw new OpsError(`account "${printableName(accountName.trim())}" does not exist`)
+        await database.db.transaction().execute(async (trx) => {
+          const before = await getRetention(trx, account.id)
+          if (before === days) return
+          await setRetention(trx, account.id, days)
+          await recordAudit(trx, {
+            accountId: account.id,
+            actor: cliActor(),
+            address: null,
+            action: 'settings.changed',
+            target: 'retention',
+            details: { from_days: before, to_days: days },
+          })
+        })
+        process.stderr.write(
+          `account "${printableName(account.name)}" keeps events ${days === null ? 'forever' : `for ${describeRetention(days)}; older ones are pruned by the server in the background`}\n`,
+        )
+      })
+      return
+    }
+    if (sub === 'show') {
+      const { values } = parseArgs({ args, options: { account: { type: 'string' } }, strict: true })
+      await withMigratedDatabase(async (database) => {
+        let query = database.db.selectFrom('accounts').select(['name', 'retention_days']).orderBy('name')
+        if (values.account !== undefined) query = query.where('name', '=', values.account.trim())
+        const rows = await query.execute()
+        if (values.account !== undefined && rows.length === 0)
+          throw new OpsError(`account "${printableName(values.account.trim())}" does not exist`)
+        const width = Math.max(7, ...rows.map((r) => [...printableName(r.name)].length))
+        process.stdout.write(`${'ACCOUNT'.padEnd(width)}  KEEP EVENTS\n`)
+        for (const row of rows) {
+          const days = row.retention_days === null ? null : Number(row.retention_days)
+          process.stdout.write(`${printableName(row.name).padEnd(width)}  ${describeRetention(days)}\n`)
+        }
+      })
+      return
+    }
+    throw new OpsError('usage: shiplog retention set --account NAME --days N|forever, or retention show', 2)
+  })
+}
+
+export function doctorCommand(args: string[]): Promise<number> {
+  return reported(async () => {
+    parseArgs({ args, options: {}, strict: true })
+    const lines = await runDoctor(process.env, (line: CheckLine) =>
+      process.stdout.write(`${formatCheck(line)}\n`),
+    )
+    const failed = lines.filter((l) => l.status === 'FAIL').length
+    const warned = lines.filter((l) => l.status === 'warn').length
+    if (failed > 0) {
+      process.stdout.write(
+        `\n${failed} check${failed === 1 ? '' : 's'} failed${warned ? `, ${warned} warning${warned === 1 ? '' : 's'}` : ''}\n`,
+      )
+      throw new OpsError(`doctor found ${failed} failing check${failed === 1 ? '' : 's'}`)
+    }
+    process.stdout.write(
+      `\nall checks passed${warned ? ` (${warned} warning${warned === 1 ? '' : 's'})` : ''}\n`,
+    )
+  })
+}
