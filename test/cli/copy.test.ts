@@ -9,8 +9,10 @@ import { test } from 'node:test'
 import { sql } from 'kysely'
 import { parseDatabaseUrl } from '../../src/config.js'
 import { openDatabase } from '../../src/db/connect.js'
+import { migrateToLatest } from '../../src/db/migrate.js'
 import { PROGRESS_TABLE } from '../../src/domain/operations/copy.js'
-import { allTableNames } from '../../src/domain/operations/tables.js'
+import { foreignKeys, secondaryIndexes } from '../../src/domain/operations/indexes.js'
+import { allTableNames, applicationTables } from '../../src/domain/operations/tables.js'
 import { freshDatabaseUrl } from '../helper.js'
 import { assertWorks, fillInstallation, rowCounts } from '../support/installation.js'
 import { processEnv, runCli, SHIPLOG_BIN, sleep, withTimeout } from '../support/processes.js'
@@ -37,6 +39,25 @@ function addEvents(url: string, count: number): Promise<void> {
      select 1, 'svc-' || (i % 7), 'prod', '1.' || i, 'Deployed', 'deploy', 1700000000000 + i from n`,
   )
   return database.close()
+}
+
+/**
+ * The indexes and foreign keys a copy drops for the bulk load and builds again at the end, by name
+ * and table (foreign keys with their definition).
+ */
+async function schemaObjects(url: string): Promise<{ indexes: string[]; foreignKeys: string[] }> {
+  const database = openDatabase(parseDatabaseUrl(url))
+  try {
+    const tables = await applicationTables(database)
+    return {
+      indexes: (await secondaryIndexes(database, tables)).map((i) => `${i.table}.${i.name}`).sort(),
+      foreignKeys: (await foreignKeys(database, tables))
+        .map((k) => `${k.table}.${k.name} ${k.definition}`)
+        .sort(),
+    }
+  } finally {
+    await database.close()
+  }
 }
 
 /** How many events the unfinished copy has committed in the target (0 before it starts). */
@@ -106,6 +127,19 @@ test('copy killed with SIGKILL mid-table resumes, verifies, and the old key and 
     await database.close()
   }
   await assertWorks(t, target, filled)
+
+  // Every index and foreign key dropped for the load is back, as a fresh migration makes them.
+  const fresh = await freshDatabaseUrl(t)
+  const migrated = openDatabase(parseDatabaseUrl(fresh))
+  try {
+    await migrateToLatest(migrated)
+  } finally {
+    await migrated.close()
+  }
+  const expected = await schemaObjects(fresh)
+  assert.ok(expected.indexes.length > 5, 'the schema has secondary indexes')
+  if (parseDatabaseUrl(target).dialect === 'postgres') assert.ok(expected.foreignKeys.length > 5)
+  assert.deepEqual(await schemaObjects(target), expected)
 
   // Copying again into the finished target is refused: it already holds the installation.
   const twice = await runCli(t, ['copy', '--from', source, '--to', target], { env: processEnv(undefined) })

@@ -4,8 +4,8 @@ import { createHash } from 'node:crypto'
 import { sql } from 'kysely'
 import type { Database } from '../../db/connect.js'
 import { migrateToLatest } from '../../db/migrate.js'
-import { TableChecksum, type TableSummary } from './checksum.js'
-import { type IndexDefinition, secondaryIndexes } from './indexes.js'
+import { type Row, TableChecksum, type TableSummary } from './checksum.js'
+import { type ForeignKeyDefinition, foreignKeys, type IndexDefinition, secondaryIndexes } from './indexes.js'
 import { firstTableWithData, SEEDED_BY_MIGRATIONS } from './load.js'
 import { DEFAULT_BATCH_ROWS, keyOf, openSnapshot, openWriter, type Snapshot, type Writer } from './rows.js'
 import { allTableNames, applicationTables, quoteIdent, schemaVersion, type TableInfo } from './tables.js'
@@ -127,10 +127,11 @@ export async function copyDatabase(
             : `the target already holds another installation (table ${holding} has rows): copy needs a new or empty database`,
         )
       }
-      const indexes = await startProgress(target, targetTables, identity)
+      const dropped = await startProgress(target, targetTables, identity)
       progress = new Map([
         ['source', identity],
-        ['indexes', JSON.stringify(indexes)],
+        ['indexes', JSON.stringify(dropped.indexes)],
+        ['foreign_keys', JSON.stringify(dropped.foreignKeys)],
       ])
     }
 
@@ -152,19 +153,37 @@ export async function copyDatabase(
         // A table copied whole in this run is checksummed on the way: verification then reads only
         // the target. A table resumed mid-way is read again from the start at verification.
         const running = state.after === null ? new TableChecksum() : null
-        for await (const rows of snapshot.batches(table, state.after, batchRows)) {
-          if (running) for (const row of rows) running.add(row)
+        // One batch is read ahead while the target stores the one before: `insert` says when the
+        // rows are on their way, and the next read (and its checksum) starts then.
+        const source = snapshot.batches(table, state.after, batchRows)
+        const readAhead = () => {
+          const step = source.next().then((result) => {
+            if (!result.done && running) running.addRows(result.value)
+            return result
+          })
+          // Awaited below; until then a failed read must not count as unhandled.
+          step.catch(() => {})
+          return step
+        }
+        let next = readAhead()
+        for (let step = await next; !step.done; step = await next) {
+          const rows = step.value
           state.after = keyOf(table, rows[rows.length - 1] as unknown[])
           state.copied += rows.length
+          let ahead: Promise<IteratorResult<Row[]>> | null = null
           await writer.begin()
           try {
-            await writer.insert(table, rows)
+            await writer.insert(table, rows, () => {
+              ahead = readAhead()
+            })
             await saveState(writer, table.name, state)
             await writer.commit()
           } catch (err) {
             await writer.rollback()
+            await source.return(undefined)
             throw err
           }
+          next = ahead ?? readAhead()
           copiedRows += rows.length
           options.progress?.advance(table.name, state.copied)
         }
@@ -179,20 +198,39 @@ export async function copyDatabase(
       for (const table of tables) await writer.raiseSequence(table, await snapshot.sequenceValue(table))
       await writer.durableCommit()
       options.progress?.indexing?.()
-      await recreateIndexes(target, writer, JSON.parse(progress.get('indexes') ?? '[]') as IndexDefinition[])
     } finally {
       await writer.release()
     }
-
-    options.progress?.verifying()
-    const unsummed = tables.filter((table) => !(table.name in sourceSums))
-    Object.assign(sourceSums, await checksums(snapshot, unsummed))
-    const targetSnapshot = await openSnapshot(target)
+    const rebuild = () =>
+      rebuildDropped(
+        target,
+        JSON.parse(progress.get('indexes') ?? '[]') as IndexDefinition[],
+        JSON.parse(progress.get('foreign_keys') ?? '[]') as ForeignKeyDefinition[],
+      )
+    const verify = async () => {
+      const unsummed = tables.filter((table) => !(table.name in sourceSums))
+      Object.assign(sourceSums, await checksums(snapshot, unsummed))
+      const targetSnapshot = await openSnapshot(target)
+      try {
+        return await checksums(targetSnapshot, tables)
+      } finally {
+        await targetSnapshot.close()
+      }
+    }
     let targetSums: Record<string, TableSummary>
-    try {
-      targetSums = await checksums(targetSnapshot, tables)
-    } finally {
-      await targetSnapshot.close()
+    if (target.dialect === 'postgres') {
+      // Neither changes a row, so they run at once: the server builds indexes while this process
+      // reads the rows back and hashes them (their locks do not conflict with a read).
+      options.progress?.verifying()
+      const [built, verified] = await Promise.allSettled([rebuild(), verify()])
+      if (built.status === 'rejected') throw built.reason
+      if (verified.status === 'rejected') throw verified.reason
+      targetSums = verified.value
+    } else {
+      // One SQLite connection: its snapshot must not be open while it writes the indexes.
+      await rebuild()
+      options.progress?.verifying()
+      targetSums = await verify()
     }
     // Finished either way: a mismatch cannot be fixed by resuming, only by copying again.
     await sql`drop table ${sql.table(PROGRESS_TABLE)}`.execute(target.db)
@@ -218,33 +256,38 @@ export async function copyDatabase(
 
 /**
  * Marks the target as this installation's unfinished copy, empties the tables migrations seeded, and
- * drops the secondary indexes (kept in the progress table, so a resumed copy still rebuilds them).
+ * drops the secondary indexes and foreign keys (kept in the progress table, so a resumed copy still
+ * builds them again).
  */
 async function startProgress(
   target: Database,
   tables: readonly TableInfo[],
   identity: string,
-): Promise<IndexDefinition[]> {
+): Promise<{ indexes: IndexDefinition[]; foreignKeys: ForeignKeyDefinition[] }> {
   const indexes = await secondaryIndexes(target, tables)
+  const keys = await foreignKeys(target, tables)
   const writer = await openWriter(target)
   try {
     await writer.begin()
     await writer.run(
       `create table ${quoteIdent(PROGRESS_TABLE)} (name text primary key, value text not null)`,
     )
-    await writer.run(`insert into ${quoteIdent(PROGRESS_TABLE)} (name, value) values (?, ?)`, [
-      'source',
-      identity,
-    ])
-    await writer.run(`insert into ${quoteIdent(PROGRESS_TABLE)} (name, value) values (?, ?)`, [
-      'indexes',
-      JSON.stringify(indexes),
-    ])
+    const record = [
+      ['source', identity],
+      ['indexes', JSON.stringify(indexes)],
+      ['foreign_keys', JSON.stringify(keys)],
+    ]
+    for (const [name, value] of record) {
+      await writer.run(`insert into ${quoteIdent(PROGRESS_TABLE)} (name, value) values (?, ?)`, [name, value])
+    }
     // The starting rows migrations wrote give way to the source's.
     for (const seeded of SEEDED_BY_MIGRATIONS) await writer.run(`delete from ${quoteIdent(seeded)}`)
+    for (const key of keys) {
+      await writer.run(`alter table ${quoteIdent(key.table)} drop constraint ${quoteIdent(key.name)}`)
+    }
     for (const index of indexes) await writer.run(`drop index ${quoteIdent(index.name)}`)
     await writer.commit()
-    return indexes
+    return { indexes, foreignKeys: keys }
   } catch (err) {
     await writer.rollback()
     throw err
@@ -253,20 +296,59 @@ async function startProgress(
   }
 }
 
-/** Builds the dropped indexes again, each in its own transaction; ones already rebuilt are skipped. */
-async function recreateIndexes(
+/** Connections that build indexes at once on PostgreSQL: GIN builds use one core, B-trees two. */
+const REBUILD_CONNECTIONS = 2
+/** Memory for each index build's sort (PostgreSQL's default of 64 MB spills a million rows to disk). */
+const REBUILD_MEMORY = '256MB'
+
+/**
+ * Builds the dropped indexes again, then adds the foreign keys back (each checked by one scan), each
+ * in its own transaction; ones already there (a resumed copy) are skipped. On PostgreSQL two
+ * connections share the work, the slowest builds (GIN) first.
+ */
+async function rebuildDropped(
   target: Database,
-  writer: Writer,
   indexes: readonly IndexDefinition[],
+  keys: readonly ForeignKeyDefinition[],
 ): Promise<void> {
   const tables = await applicationTables(target)
-  const present = new Set((await secondaryIndexes(target, tables)).map((i) => i.name))
-  for (const index of indexes) {
-    if (present.has(index.name)) continue
-    await writer.begin()
-    await writer.run(index.definition)
-    await writer.durableCommit()
+  const presentIndexes = new Set((await secondaryIndexes(target, tables)).map((i) => i.name))
+  const presentKeys = new Set((await foreignKeys(target, tables)).map((k) => k.name))
+  const slowFirst = [...indexes.filter((i) => !presentIndexes.has(i.name))].sort(
+    (a, b) => Number(/ using gin/i.test(b.definition)) - Number(/ using gin/i.test(a.definition)),
+  )
+  const postgres = target.dialect === 'postgres'
+  const width = postgres ? REBUILD_CONNECTIONS : 1
+  const runAll = async (statements: string[]) => {
+    const queue = [...statements]
+    const worker = async () => {
+      const writer = await openWriter(target)
+      try {
+        for (let next = queue.shift(); next !== undefined; next = queue.shift()) {
+          await writer.begin()
+          try {
+            if (postgres) await writer.run(`set local maintenance_work_mem = '${REBUILD_MEMORY}'`)
+            await writer.run(next)
+            await writer.durableCommit()
+          } catch (err) {
+            await writer.rollback()
+            throw err
+          }
+        }
+      } finally {
+        await writer.release()
+      }
+    }
+    // Settled, not raced: a failed build must not leave the other connection building unawaited.
+    const outcomes = await Promise.allSettled(Array.from({ length: Math.min(width, queue.length) }, worker))
+    for (const outcome of outcomes) if (outcome.status === 'rejected') throw outcome.reason
   }
+  await runAll(slowFirst.map((i) => i.definition))
+  await runAll(
+    keys
+      .filter((k) => !presentKeys.has(k.name))
+      .map((k) => `alter table ${quoteIdent(k.table)} add constraint ${quoteIdent(k.name)} ${k.definition}`),
+  )
 }
 
 async function saveState(writer: Writer, table: string, state: TableState) {
@@ -284,7 +366,7 @@ export async function checksums(
   const sums: Record<string, TableSummary> = {}
   for (const table of tables) {
     const checksum = new TableChecksum()
-    for await (const rows of snapshot.batches(table, null)) for (const row of rows) checksum.add(row)
+    for await (const rows of snapshot.batches(table, null)) checksum.addRows(rows)
     sums[table.name] = checksum.summary()
   }
   return sums

@@ -41,6 +41,7 @@ class CopyInQuery implements pg.Submittable {
   constructor(
     private readonly text: string,
     private readonly chunks: Buffer[],
+    private readonly sent?: () => void,
   ) {
     this.done = new Promise<void>((resolve, reject) => {
       this.settle = (err) => (err ? reject(err) : resolve())
@@ -58,6 +59,7 @@ class CopyInQuery implements pg.Submittable {
     }
     for (const chunk of this.chunks) sender.sendCopyFromChunk(chunk)
     sender.endCopyFrom()
+    this.sent?.()
   }
 
   private finish(err: Error | null): void {
@@ -84,8 +86,16 @@ class CopyInQuery implements pg.Submittable {
   handleCopyData(): void {}
 }
 
-/** Copies `rows` (values in the table's column order) into `table` on `client`. */
-export async function copyIn(client: pg.PoolClient, table: TableInfo, rows: Row[]): Promise<void> {
+/**
+ * Copies `rows` (values in the table's column order) into `table` on `client`; `sent` is called
+ * when the rows have gone to the server, which is then busy storing them.
+ */
+export async function copyIn(
+  client: pg.PoolClient,
+  table: TableInfo,
+  rows: Row[],
+  sent?: () => void,
+): Promise<void> {
   const columns = table.columns.map((c) => quoteIdent(c.name)).join(', ')
   const chunks: Buffer[] = []
   let pending: string[] = []
@@ -102,7 +112,7 @@ export async function copyIn(client: pg.PoolClient, table: TableInfo, rows: Row[
   }
   if (pending.length > 0) chunks.push(Buffer.from(pending.join(''), 'utf8'))
   const query = client.query(
-    new CopyInQuery(`copy ${quoteIdent(table.name)} (${columns}) from stdin`, chunks),
+    new CopyInQuery(`copy ${quoteIdent(table.name)} (${columns}) from stdin`, chunks, sent),
   )
   await query.done
 }

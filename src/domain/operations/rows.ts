@@ -161,8 +161,12 @@ export interface Writer {
   begin(): Promise<void>
   commit(): Promise<void>
   rollback(): Promise<void>
-  /** Inserts rows as they are, ids included. */
-  insert(table: TableInfo, rows: Row[]): Promise<void>
+  /**
+   * Inserts rows as they are, ids included. `sent` is called once the rows are on their way and the
+   * database is busy with them (PostgreSQL), or before they are written (SQLite, which writes in this
+   * thread): the moment to read the next batch, so reading and writing overlap.
+   */
+  insert(table: TableInfo, rows: Row[], sent?: () => void): Promise<void>
   /** Runs a statement with `?` placeholders; gives the rows as objects. */
   run<T>(text: string, params?: unknown[]): Promise<T[]>
   /** Makes the open transaction's commit wait for the disk, whatever the writer's durability. */
@@ -202,7 +206,8 @@ export async function openWriter(database: Database, options: WriterOptions = {}
       async rollback() {
         if (sqlite.inTransaction) sqlite.exec('rollback')
       },
-      async insert(table, rows) {
+      async insert(table, rows, sent) {
+        sent?.()
         const statement = database.prepare(
           `insert into ${quoteIdent(table.name)} (${columnList(table)}) values (${table.columns.map(() => '?').join(', ')})`,
         )
@@ -252,9 +257,12 @@ export async function openWriter(database: Database, options: WriterOptions = {}
         broken = err
       })
     },
-    async insert(table, rows) {
-      if (rows.length === 0) return
-      await copyIn(client, table, rows)
+    async insert(table, rows, sent) {
+      if (rows.length === 0) {
+        sent?.()
+        return
+      }
+      await copyIn(client, table, rows, sent)
     },
     async run<T>(text: string, params: unknown[] = []) {
       const result = await client.query({
