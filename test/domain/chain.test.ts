@@ -3,6 +3,7 @@
 // not missing; a row whose id commits late (PostgreSQL) is waited for, not reported; a head kept
 // from before catches a rewrite that recomputed every link after it. Both databases.
 import assert from 'node:assert/strict'
+import { createHash } from 'node:crypto'
 import { test } from 'node:test'
 import { sql } from 'kysely'
 import { parseDatabaseUrl } from '../../src/config.js'
@@ -123,6 +124,50 @@ test('canonical bytes: length-prefixed, typed fields; null differs from the empt
   const values = linkedValues(spec, base)
   assert.deepEqual(values, { accountId: null, at: 1_700_000_000_000 })
   assert.match(linkFrom('00'.repeat(32), rowDigest(spec, base), null, values.at), /^[0-9a-f]{64}$/)
+})
+
+test('the fast digest and link hash exactly the bytes the definition lays out, whatever the values', () => {
+  const spec = streamSpec('events')
+  const sha = (bytes: Buffer) => createHash('sha256').update(bytes).digest('hex')
+  // The plain definitions: SHA-256 of canonicalBytes, and of previous || digest || field || field.
+  const plainLink = (previous: string, digest: string, accountId: number | null, at: number | null) =>
+    sha(
+      Buffer.concat([
+        Buffer.from(previous, 'hex'),
+        Buffer.from(digest, 'hex'),
+        canonicalBytes({ ...spec, columns: ['a', 'b'] }, { a: accountId, b: at }),
+      ]),
+    )
+  const texts = [
+    '',
+    ' ',
+    'svc/a%20b',
+    '<img src=x onerror=alert(1)>',
+    'ünïcødé 🚀 日本語',
+    'lone \ud800 surrogate',
+    'line\nbreak\ttab',
+    '\u2028\u2029',
+    'x'.repeat(40_000),
+    '€'.repeat(9_000),
+  ]
+  const numbers = [0, -1, 1, 42, Number.MAX_SAFE_INTEGER, -Number.MAX_SAFE_INTEGER, 1.5, -0.25, 1e21]
+  const values: unknown[] = [...texts, ...numbers, null, 7n, true, false, Buffer.from([0, 1, 255])]
+  let previous = genesisLink('events')
+  let seed = 12345
+  const pick = () => {
+    seed = (seed * 1103515245 + 12345) % 2 ** 31
+    return values[seed % values.length]
+  }
+  for (let i = 0; i < 500; i++) {
+    const row = Object.fromEntries(spec.columns.map((column) => [column, pick()]))
+    const digest = rowDigest(spec, row)
+    assert.equal(digest, sha(canonicalBytes(spec, row)), `row ${i}`)
+    const accountId = i % 3 === 0 ? null : i
+    const at = i % 5 === 0 ? null : 1_700_000_000_000 + i
+    const link = linkFrom(previous, digest, accountId, at)
+    assert.equal(link, plainLink(previous, digest, accountId, at), `link ${i}`)
+    previous = link
+  }
 })
 
 test('verify passes on an untouched database, then names a changed, a deleted and an inserted event', async (t) => {
