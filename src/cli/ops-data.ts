@@ -8,16 +8,7 @@ import { type Database, openDatabase } from '../db/connect.js'
 import { type CopyProgress, copyDatabase } from '../domain/operations/copy.js'
 import { dumpDatabase } from '../domain/operations/dump.js'
 import { loadDump } from '../domain/operations/load.js'
-
-/** A one-line failure for stderr; `exitCode` 2 for usage errors. */
-export class OpsDataError extends Error {
-  constructor(
-    message: string,
-    readonly exitCode = 1,
-  ) {
-    super(message)
-  }
-}
+import { CliError } from './common.js'
 
 function where(target: DatabaseTarget): string {
   return target.dialect === 'sqlite' ? `sqlite:${target.path}` : redactUrl(target.connectionString)
@@ -26,7 +17,7 @@ function where(target: DatabaseTarget): string {
 /** Opens a database and proves it answers, so a wrong URL fails here in one line. */
 async function openChecked(target: DatabaseTarget, role: string, mustExist: boolean): Promise<Database> {
   if (target.dialect === 'sqlite' && mustExist && target.path !== ':memory:' && !existsSync(target.path)) {
-    throw new OpsDataError(`${role} ${where(target)}: no such database file`)
+    throw new CliError(`${role} ${where(target)}: no such database file`)
   }
   const database = openDatabase(target, { poolSize: 3 })
   try {
@@ -35,7 +26,7 @@ async function openChecked(target: DatabaseTarget, role: string, mustExist: bool
     return database
   } catch (err) {
     await database.close().catch(() => {})
-    throw new OpsDataError(`${role} ${where(target)} cannot be opened: ${(err as Error).message}`)
+    throw new CliError(`${role} ${where(target)} cannot be opened: ${(err as Error).message}`)
   }
 }
 
@@ -44,7 +35,7 @@ function parseUrl(url: string, option: string): DatabaseTarget {
     return parseDatabaseUrl(url)
   } catch (err) {
     const message = (err as Error).message.replace(/^DATABASE_URL/, option)
-    throw new OpsDataError(message, 2)
+    throw new CliError(message, 2)
   }
 }
 
@@ -59,7 +50,7 @@ export async function dumpCommand(args: string[]): Promise<void> {
     strict: true,
   })
   const out = values.out
-  if (!out) throw new OpsDataError('--out FILE is required (shiplog dump --out FILE[.gz] [--force])', 2)
+  if (!out) throw new CliError('--out FILE is required (shiplog dump --out FILE[.gz] [--force])', 2)
   const config = loadConfig()
   const database = await openChecked(config.database, 'DATABASE_URL', true)
   const started = Date.now()
@@ -78,8 +69,8 @@ export async function loadCommand(args: string[]): Promise<void> {
   const { positionals } = parseArgs({ args, options: {}, allowPositionals: true, strict: true })
   const file = positionals[0]
   if (positionals.length !== 1 || !file)
-    throw new OpsDataError('one dump file is required (shiplog load FILE)', 2)
-  if (!existsSync(file)) throw new OpsDataError(`${file}: no such file`)
+    throw new CliError('one dump file is required (shiplog load FILE)', 2)
+  if (!existsSync(file)) throw new CliError(`${file}: no such file`)
   const config = loadConfig()
   const database = await openChecked(config.database, 'DATABASE_URL', false)
   const started = Date.now()
@@ -165,14 +156,14 @@ export async function copyCommand(args: string[]): Promise<void> {
     options: { from: { type: 'string' }, to: { type: 'string' }, 'batch-rows': { type: 'string' } },
     strict: true,
   })
-  if (!values.from) throw new OpsDataError(`--from is required (${usage})`, 2)
-  if (!values.to) throw new OpsDataError(`--to is required (${usage})`, 2)
+  if (!values.from) throw new CliError(`--from is required (${usage})`, 2)
+  if (!values.to) throw new CliError(`--to is required (${usage})`, 2)
   const from = parseUrl(values.from, '--from')
   const to = parseUrl(values.to, '--to')
-  if (where(from) === where(to)) throw new OpsDataError('--from and --to name the same database', 2)
+  if (where(from) === where(to)) throw new CliError('--from and --to name the same database', 2)
   const batchRows = values['batch-rows'] === undefined ? undefined : Number(values['batch-rows'])
   if (batchRows !== undefined && (!Number.isInteger(batchRows) || batchRows < 1 || batchRows > 1_000_000)) {
-    throw new OpsDataError('--batch-rows must be a whole number from 1 to 1000000', 2)
+    throw new CliError('--batch-rows must be a whole number from 1 to 1000000', 2)
   }
   const source = await openChecked(from, '--from', true)
   let target: Database

@@ -1,13 +1,10 @@
 // The operator commands for backups, retention and health: backup, retention set|show, doctor.
 // Each returns its exit code and reports its own errors in one line on stderr.
 import { parseArgs } from 'node:util'
-import { ConfigError, loadConfig, redactUrl } from '../config.js'
-import { openDatabase } from '../db/connect.js'
-import { migrateToLatest } from '../db/migrate.js'
+import { loadConfig } from '../config.js'
 import { findAccountByName } from '../domain/accounts.js'
 import { cliActor, recordAudit } from '../domain/audit/log.js'
-import { isDatabaseUnavailable } from '../domain/database-errors.js'
-import { BackupError, backupSqlite, pgDumpAdvice } from '../domain/operations/backup.js'
+import { backupSqlite, pgDumpAdvice } from '../domain/operations/backup.js'
 import { type CheckLine, formatCheck, runDoctor } from '../domain/operations/doctor.js'
 import {
   describeRetention,
@@ -16,6 +13,7 @@ import {
   setRetention,
 } from '../domain/operations/retention.js'
 import { printableName } from '../domain/text-rules.js'
+import { CliError, reportFailure, withDatabase } from './common.js'
 
 export const OPS_USAGE = `  backup --out FILE [--force]        a consistent copy of the SQLite database while the
                                      server runs (on PostgreSQL: says how to use pg_dump)
@@ -25,38 +23,13 @@ export const OPS_USAGE = `  backup --out FILE [--force]        a consistent copy
   doctor                             check configuration, database, schema, disk, Redis
                                      and clock; exit 0 only when every check passes`
 
-class OpsError extends Error {
-  constructor(
-    message: string,
-    readonly exitCode = 1,
-  ) {
-    super(message)
-  }
-}
-
+/** Runs a command body; a failure is reported in one line and becomes the exit code. */
 async function reported(fn: () => Promise<void>): Promise<number> {
   try {
     await fn()
     return 0
   } catch (err) {
-    if (err instanceof OpsError) {
-      process.stderr.write(`shiplog: ${err.message}\n`)
-      return err.exitCode
-    }
-    if (err instanceof BackupError) {
-      process.stderr.write(`shiplog: ${err.message}\n`)
-      return 1
-    }
-    if (err instanceof ConfigError) {
-      process.stderr.write(`shiplog: invalid configuration: ${err.message}\n`)
-      return 1
-    }
-    if (err instanceof TypeError && (err as NodeJS.ErrnoException).code?.startsWith('ERR_PARSE_ARGS')) {
-      process.stderr.write(`shiplog: ${err.message} (see shiplog --help)\n`)
-      return 2
-    }
-    process.stderr.write(`shiplog: ${err instanceof Error ? err.message : String(err)}\n`)
-    return 1
+    return reportFailure(err)
   }
 }
 
@@ -68,37 +41,17 @@ export function backupCommand(args: string[]): Promise<number> {
       strict: true,
     })
     const out = values.out?.trim()
-    if (!out) throw new OpsError('--out FILE is required (shiplog backup --out FILE [--force])', 2)
+    if (!out) throw new CliError('--out FILE is required (shiplog backup --out FILE [--force])', 2)
     const config = loadConfig()
     if (config.database.dialect === 'postgres') {
-      throw new OpsError(pgDumpAdvice(config.database.connectionString, out))
+      throw new CliError(pgDumpAdvice(config.database.connectionString, out))
     }
-    if (config.database.path === ':memory:') throw new OpsError('an in-memory database cannot be backed up')
+    if (config.database.path === ':memory:') throw new CliError('an in-memory database cannot be backed up')
     const result = await backupSqlite(config.database.path, out, { force: values.force })
     process.stderr.write(
       `backup written to ${result.path} (${(result.bytes / 1024 ** 2).toFixed(1)} MiB, ${result.events} events, ${(result.ms / 1000).toFixed(1)} s)\n`,
     )
   })
-}
-
-async function withMigratedDatabase(fn: (database: ReturnType<typeof openDatabase>) => Promise<void>) {
-  const config = loadConfig()
-  const database = openDatabase(config.database)
-  try {
-    await migrateToLatest(database)
-    await fn(database)
-  } catch (err) {
-    if (isDatabaseUnavailable(err)) {
-      const where =
-        config.database.dialect === 'sqlite'
-          ? config.database.path
-          : redactUrl(config.database.connectionString)
-      throw new OpsError(`database unavailable (${where}): ${(err as Error).message}`)
-    }
-    throw err
-  } finally {
-    await database.close()
-  }
 }
 
 export function retentionCommand(sub: string | undefined, args: string[]): Promise<number> {
@@ -110,15 +63,15 @@ export function retentionCommand(sub: string | undefined, args: string[]): Promi
         options: { account: { type: 'string' }, days: { type: 'string' } },
         strict: true,
       })
-      if (!values.account?.trim()) throw new OpsError(`--account is required (${usage})`, 2)
+      if (!values.account?.trim()) throw new CliError(`--account is required (${usage})`, 2)
       if (values.days === undefined || values.days.trim() === '')
-        throw new OpsError(`--days is required (${usage})`, 2)
+        throw new CliError(`--days is required (${usage})`, 2)
       const days = parseRetention(values.days)
-      if (days !== null && typeof days === 'object') throw new OpsError(`--days ${days.problem}`, 2)
+      if (days !== null && typeof days === 'object') throw new CliError(`--days ${days.problem}`, 2)
       const accountName = values.account
-      await withMigratedDatabase(async (database) => {
+      await withDatabase(async (database) => {
         const account = await findAccountByName(database.db, accountName)
-        if (!account) throw new OpsError(`account "${printableName(accountName.trim())}" does not exist`)
+        if (!account) throw new CliError(`account "${printableName(accountName.trim())}" does not exist`)
         await database.db.transaction().execute(async (trx) => {
           const before = await getRetention(trx, account.id)
           if (before === days) return
@@ -140,12 +93,12 @@ export function retentionCommand(sub: string | undefined, args: string[]): Promi
     }
     if (sub === 'show') {
       const { values } = parseArgs({ args, options: { account: { type: 'string' } }, strict: true })
-      await withMigratedDatabase(async (database) => {
+      await withDatabase(async (database) => {
         let query = database.db.selectFrom('accounts').select(['name', 'retention_days']).orderBy('name')
         if (values.account !== undefined) query = query.where('name', '=', values.account.trim())
         const rows = await query.execute()
         if (values.account !== undefined && rows.length === 0)
-          throw new OpsError(`account "${printableName(values.account.trim())}" does not exist`)
+          throw new CliError(`account "${printableName(values.account.trim())}" does not exist`)
         const width = Math.max(7, ...rows.map((r) => [...printableName(r.name)].length))
         process.stdout.write(`${'ACCOUNT'.padEnd(width)}  KEEP EVENTS\n`)
         for (const row of rows) {
@@ -155,7 +108,7 @@ export function retentionCommand(sub: string | undefined, args: string[]): Promi
       })
       return
     }
-    throw new OpsError('usage: shiplog retention set --account NAME --days N|forever, or retention show', 2)
+    throw new CliError('usage: shiplog retention set --account NAME --days N|forever, or retention show', 2)
   })
 }
 
@@ -171,7 +124,7 @@ export function doctorCommand(args: string[]): Promise<number> {
       process.stdout.write(
         `\n${failed} check${failed === 1 ? '' : 's'} failed${warned ? `, ${warned} warning${warned === 1 ? '' : 's'}` : ''}\n`,
       )
-      throw new OpsError(`doctor found ${failed} failing check${failed === 1 ? '' : 's'}`)
+      throw new CliError(`doctor found ${failed} failing check${failed === 1 ? '' : 's'}`)
     }
     process.stdout.write(
       `\nall checks passed${warned ? ` (${warned} warning${warned === 1 ? '' : 's'})` : ''}\n`,

@@ -2,9 +2,8 @@
 // deployments rebuild, webhooks create|list|delete.
 import { readFileSync } from 'node:fs'
 import { parseArgs } from 'node:util'
-import { ConfigError, loadConfig, redactUrl } from '../config.js'
-import { type Database, openDatabase } from '../db/connect.js'
-import { migrateToLatest } from '../db/migrate.js'
+import { loadConfig } from '../config.js'
+import type { Database } from '../db/connect.js'
 import {
   accountNameProblem,
   createUser,
@@ -16,7 +15,6 @@ import {
   UserExistsError,
 } from '../domain/accounts.js'
 import { cliActor, keyLabel, recordAudit, webhookDetails, webhookLabel } from '../domain/audit/log.js'
-import { isDatabaseUnavailable } from '../domain/database-errors.js'
 import { rebuildDeployments } from '../domain/deployments/store.js'
 import { setPasswordLogin } from '../domain/identity/provisioning.js'
 import {
@@ -38,19 +36,10 @@ import {
 } from '../domain/webhooks/queries.js'
 import { PACKAGE_JSON } from '../paths.js'
 import { serveUntilSignalled } from '../server.js'
-import { copyCommand, dumpCommand, loadCommand, OpsDataError } from './ops-data.js'
+import { CliError, reportFailure, withDatabase } from './common.js'
+import { copyCommand, dumpCommand, loadCommand } from './ops-data.js'
 import { backupCommand, doctorCommand, OPS_USAGE, retentionCommand } from './ops-misc.js'
 import { parseVerifyArgs, runVerify } from './verify.js'
-
-/** A failure to report in one line on stderr; exit code 1 unless said otherwise. */
-class CliError extends Error {
-  constructor(
-    message: string,
-    readonly exitCode = 1,
-  ) {
-    super(message)
-  }
-}
 
 const USAGE = `Usage: shiplog <command> [options]
 
@@ -117,26 +106,6 @@ function required(values: Record<string, unknown>, name: string, usage: string):
   if (typeof value !== 'string' || value.trim() === '')
     throw new CliError(`--${name} is required (${usage})`, 2)
   return value
-}
-
-async function withDatabase<T>(fn: (database: Database) => Promise<T>): Promise<T> {
-  const config = loadConfig()
-  const database = openDatabase(config.database)
-  try {
-    await migrateToLatest(database)
-    return await fn(database)
-  } catch (err) {
-    if (isDatabaseUnavailable(err)) {
-      const where =
-        config.database.dialect === 'sqlite'
-          ? config.database.path
-          : redactUrl(config.database.connectionString)
-      throw new CliError(`database unavailable (${where}): ${(err as Error).message}`)
-    }
-    throw err
-  } finally {
-    await database.close()
-  }
 }
 
 async function readStdin(): Promise<string> {
@@ -612,24 +581,7 @@ export async function main(argv: string[]): Promise<number> {
     else throw new CliError(`unknown command "${argv.slice(0, 2).join(' ')}" (see shiplog --help)`, 2)
     return 0
   } catch (err) {
-    if (err instanceof CliError) {
-      process.stderr.write(`shiplog: ${err.message}\n`)
-      return err.exitCode
-    }
-    if (err instanceof OpsDataError) {
-      process.stderr.write(`shiplog: ${err.message}\n`)
-      return err.exitCode
-    }
-    if (err instanceof ConfigError) {
-      process.stderr.write(`shiplog: invalid configuration: ${err.message}\n`)
-      return 1
-    }
-    if (err instanceof TypeError && (err as NodeJS.ErrnoException).code?.startsWith('ERR_PARSE_ARGS')) {
-      process.stderr.write(`shiplog: ${err.message} (see shiplog --help)\n`)
-      return 2
-    }
-    process.stderr.write(`shiplog: ${err instanceof Error ? err.message : String(err)}\n`)
-    return 1
+    return reportFailure(err)
   }
 }
 
