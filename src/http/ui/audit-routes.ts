@@ -16,7 +16,6 @@ import {
   listAuditPage,
   parseAuditQuery,
 } from '../../domain/audit/query.js'
-import type { SessionUser } from '../../domain/sessions.js'
 import { auditPage } from '../../views/audit-page.js'
 import { errorPage } from '../../views/auth-pages.js'
 import { HttpProblem, sendProblem } from '../problem.js'
@@ -71,18 +70,8 @@ export const auditRoutes: FastifyPluginAsync<UiContext> = async (plain, ctx) => 
   const app = plain.withTypeProvider<TypeBoxTypeProvider>()
   const { db } = ctx.database
 
-  const admin = (request: FastifyRequest, reply: FastifyReply): SessionUser | null => {
-    const user = ctx.requireUser(request, reply)
-    if (user && user.role !== 'admin') {
-      throw new HttpProblem(
-        403,
-        'admin-only',
-        'Admins only',
-        'Only an admin of this account can read the audit log. Ask one of them.',
-      )
-    }
-    return user
-  }
+  const why = 'Only an admin of this account can read the audit log. Ask one of them.'
+  const admin = (request: FastifyRequest, reply: FastifyReply) => ctx.requireAdmin(request, reply, why)
 
   const read = (request: FastifyRequest): AuditQuery => {
     if (request.validationError) {

@@ -7,6 +7,7 @@ import type { ApiKeyVerifier } from '../../domain/keys.js'
 import { type Flash, type SessionUser, setFlash } from '../../domain/sessions.js'
 import { hasControlCharacter } from '../../domain/text-rules.js'
 import type { SafeHtml } from '../../views/html.js'
+import { HttpProblem } from '../problem.js'
 import type { RateLimitStore } from '../rate-limit.js'
 
 declare module 'fastify' {
@@ -32,6 +33,11 @@ export interface UiContext extends UiOptions {
   csrfToken(request: FastifyRequest, reply: FastifyReply): string
   /** The logged-in user, or a redirect to /login (or to the password page) already sent. */
   requireUser(request: FastifyRequest, reply: FastifyReply): SessionUser | null
+  /**
+   * requireUser, and the user must be an admin of the account: anyone else gets 403 (a problem
+   * page), with `why` as its detail when given.
+   */
+  requireAdmin(request: FastifyRequest, reply: FastifyReply, why?: string): SessionUser | null
   /** Base address for links and snippets: SHIPLOG_PUBLIC_URL, else what the browser used. */
   baseUrl(request: FastifyRequest): string
   setSessionCookie(reply: FastifyReply, token: string): void
@@ -106,6 +112,20 @@ export function cookiePolicy(config: Pick<Config, 'publicUrl' | 'trustProxy'>): 
 export function createUiContext(options: UiOptions): UiContext {
   const { config, database } = options
   const { secure, sessionCookie } = cookiePolicy(config)
+  const requireUser = (request: FastifyRequest, reply: FastifyReply): SessionUser | null => {
+    const user = request.user
+    if (!user) {
+      const next = request.method === 'GET' ? `?next=${encodeURIComponent(request.url)}` : ''
+      reply.redirect(`/login${next}`, 303)
+      return null
+    }
+    const path = request.url.split('?')[0]
+    if (user.mustChangePassword && path !== '/account/password') {
+      reply.redirect('/account/password', 303)
+      return null
+    }
+    return user
+  }
   return {
     ...options,
     sessionCookie,
@@ -119,17 +139,16 @@ export function createUiContext(options: UiOptions): UiContext {
     csrfToken(request, reply) {
       return reply.generateCsrf({ userInfo: csrfUserInfo(request) })
     },
-    requireUser(request, reply) {
-      const user = request.user
-      if (!user) {
-        const next = request.method === 'GET' ? `?next=${encodeURIComponent(request.url)}` : ''
-        reply.redirect(`/login${next}`, 303)
-        return null
-      }
-      const path = request.url.split('?')[0]
-      if (user.mustChangePassword && path !== '/account/password') {
-        reply.redirect('/account/password', 303)
-        return null
+    requireUser,
+    requireAdmin(request, reply, why) {
+      const user = requireUser(request, reply)
+      if (user && user.role !== 'admin') {
+        throw new HttpProblem(
+          403,
+          'admin-only',
+          'Admins only',
+          why ?? 'Only an admin of this account can do that. Ask one of them.',
+        )
       }
       return user
     },

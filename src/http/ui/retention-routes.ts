@@ -9,7 +9,6 @@ import {
   setRetention,
 } from '../../domain/operations/retention.js'
 import { errorPage } from '../../views/auth-pages.js'
-import { HttpProblem } from '../problem.js'
 import { auditFrom } from './audit-context.js'
 import type { UiContext } from './context.js'
 
@@ -20,16 +19,8 @@ export const retentionRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app,
   const { db } = ctx.database
 
   app.post('/settings/retention', { schema: { body: RetentionBody } }, async (request, reply) => {
-    const user = ctx.requireUser(request, reply)
+    const user = ctx.requireAdmin(request, reply)
     if (!user) return reply
-    if (user.role !== 'admin') {
-      throw new HttpProblem(
-        403,
-        'admin-only',
-        'Admins only',
-        'Only an admin of this account can do that. Ask one of them.',
-      )
-    }
     const action = request.body.action ?? 'days'
     const raw = action === 'forever' ? 'forever' : (request.body.days ?? '').trim()
     const parsed =

@@ -76,14 +76,6 @@ async function keepingAnAdmin(change: () => Promise<boolean>): Promise<string | 
   }
 }
 
-const forbidden = () =>
-  new HttpProblem(
-    403,
-    'admin-only',
-    'Admins only',
-    'Only an admin of this account can do that. Ask one of them.',
-  )
-
 /** A readable one-time password: 4 groups of 5 characters from an unambiguous alphabet. */
 function oneTimePassword(): string {
   const alphabet = 'abcdefghjkmnpqrstuvwxyz23456789'
@@ -145,11 +137,7 @@ export const settingsRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app, 
     )
   }
 
-  const admin = (request: FastifyRequest, reply: FastifyReply): SessionUser | null => {
-    const user = ctx.requireUser(request, reply)
-    if (user && user.role !== 'admin') throw forbidden()
-    return user
-  }
+  const admin = (request: FastifyRequest, reply: FastifyReply) => ctx.requireAdmin(request, reply)
 
   app.get('/settings', async (_request, reply) => reply.redirect('/settings/', 301))
 

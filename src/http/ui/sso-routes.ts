@@ -186,16 +186,8 @@ export const ssoRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app, ctx) 
   })
 
   app.post('/settings/sign-in', { schema: { body: SignInBody } }, async (request, reply) => {
-    const user = ctx.requireUser(request, reply)
+    const user = ctx.requireAdmin(request, reply)
     if (!user) return reply
-    if (user.role !== 'admin') {
-      throw new HttpProblem(
-        403,
-        'admin-only',
-        'Admins only',
-        'Only an admin of this account can do that. Ask one of them.',
-      )
-    }
     const wanted = request.body.password_login
     if (wanted !== 'on' && wanted !== 'off') {
       throw new HttpProblem(400, 'bad-form', 'Bad form', 'password_login must be "on" or "off".')
