@@ -6,6 +6,7 @@ import assert from 'node:assert/strict'
 import http from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { type TestContext, test } from 'node:test'
+import { sql } from 'kysely'
 import type { App } from '../../src/app.js'
 import { createApiKey, type KeyScope } from '../../src/domain/keys.js'
 import { buildTestApp, freshDatabaseUrl, type TestApp, testDialect } from '../helper.js'
@@ -216,6 +217,43 @@ test('a client resuming with Last-Event-ID gets exactly what it missed, then liv
     assert.match(String(res.headers['content-type']), /^application\/problem\+json/)
     assert.match(res.json().errors[0].message, /Last-Event-ID/)
   }
+})
+
+test('an event that commits late, below ids already sent, still arrives once, and Last-Event-ID never goes back', async (t) => {
+  const { ctx, base, reader } = await started(t)
+  const stream = await openStream(base, { 'x-api-key': reader })
+  t.after(() => stream.close())
+  const at = Date.UTC(2026, 0, 2)
+  // An event with an id chosen here, as a transaction that was handed it earlier would commit it
+  // (another instance's slower transaction on PostgreSQL).
+  const insert = async (id: number, status: string, receivedAt: number) => {
+    await sql`insert into events (id, account_id, service, environment, version, status, source, api_key_name, received_at)
+      ${sql.raw(ctx.database.dialect === 'postgres' ? 'overriding system value' : '')}
+      values (${id}, ${ctx.tenant.account.id}, 'api', 'prod', '1.0', ${status}, 'deploy', 'ci', ${receivedAt})`.execute(
+      ctx.database.db,
+    )
+  }
+  await insert(1000, 'Deploying', at)
+  await insert(1002, 'Deployed', at + 2000)
+  await ctx.app.shiplog.deployments.current()
+  ctx.app.shiplog.live.hub.wake()
+  await stream.waitFor(4)
+  assert.deepEqual(
+    stream.messages.filter((m) => m.event === 'event').map((m) => m.data.id),
+    [1000, 1002],
+  )
+  await insert(1001, 'Deploying', at + 1000)
+  await ctx.app.shiplog.deployments.current()
+  ctx.app.shiplog.live.hub.wake()
+  const messages = await stream.waitFor(6)
+  assert.equal(messages[4]?.event, 'event')
+  assert.equal(messages[4]?.data.id, 1001, 'the late event arrives')
+  assert.equal(messages[5]?.event, 'deployment')
+  assert.equal(messages[5]?.id, '1002', 'its id is the highest sent, so a reconnect replays nothing twice')
+  // Nothing more, and nothing twice, on the next wake-ups.
+  ctx.app.shiplog.live.hub.wake()
+  await new Promise((resolve) => setTimeout(resolve, 2500))
+  assert.equal(stream.messages.length, 6)
 })
 
 test('more missed events than a replay sends get a reset message', async (t) => {

@@ -36,27 +36,41 @@ export async function derivedThrough(db: Kysely<DB>): Promise<number> {
   return Number(row?.through ?? 0)
 }
 
+/** An inclusive range of event ids. */
+export interface IdRange {
+  from: number
+  to: number
+}
+
 /**
- * The account's events in (after, through], oldest first, at most `limit`, each with the deployment
- * that holds it. Deployments are read per service and environment: the ones opened by these events
- * and the one before them, which may hold the first.
+ * The id ranges derivation has passed while an event there may still commit (on PostgreSQL a
+ * transaction that took a lower id can commit after a higher one): such an event, once it commits
+ * and is derived, is new although its id is below what was sent.
  */
-export async function liveItems(
-  db: Kysely<DB>,
-  accountId: number,
-  after: number,
-  through: number,
-  limit: number,
-): Promise<LiveItem[]> {
-  const events = await db
-    .selectFrom('events')
-    .selectAll()
-    .where('account_id', '=', accountId)
-    .where('id', '>', after)
-    .where('id', '<=', through)
-    .orderBy('id')
-    .limit(limit)
+export async function derivationGaps(db: Kysely<DB>): Promise<IdRange[]> {
+  const rows = await db
+    .selectFrom('deployment_gaps')
+    .select(['from_id', 'to_id'])
+    .orderBy('from_id')
     .execute()
+  return rows.map((r) => ({ from: Number(r.from_id), to: Number(r.to_id) }))
+}
+
+function inRanges(id: number, ranges: readonly IdRange[]): boolean {
+  for (const r of ranges) if (id >= r.from && id <= r.to) return true
+  return false
+}
+
+/** `ranges` cut off above `through`. */
+function upTo(ranges: readonly IdRange[], through: number): IdRange[] {
+  return ranges.filter((r) => r.from <= through).map((r) => ({ from: r.from, to: Math.min(r.to, through) }))
+}
+
+/**
+ * Each event with the deployment that holds it. Deployments are read per service and environment:
+ * the ones opened by these events and the one before them, which may hold the first.
+ */
+async function withDeployments(db: Kysely<DB>, accountId: number, events: EventRow[]): Promise<LiveItem[]> {
   const groups = new Map<string, EventRow[]>()
   for (const event of events) {
     const key = JSON.stringify([event.service, event.environment])
@@ -88,6 +102,64 @@ export async function liveItems(
   return events.map((event) => ({ event, deployment: holder.get(event.id) ?? null }))
 }
 
+/** A page of a range of events: the items to send, and how far the page read (for the next). */
+export interface LivePage {
+  items: LiveItem[]
+  /** Rows read, those left out included. */
+  read: number
+  /** The highest id read, or null when the page was empty. */
+  lastId: number | null
+}
+
+/**
+ * The account's events in (after, through], oldest first, at most `limit` read, each with the
+ * deployment that holds it; those in `pending` (derivation gaps: they go out once derived) left out.
+ */
+export async function liveItems(
+  db: Kysely<DB>,
+  accountId: number,
+  after: number,
+  through: number,
+  limit: number,
+  pending: readonly IdRange[] = [],
+): Promise<LivePage> {
+  const events = await db
+    .selectFrom('events')
+    .selectAll()
+    .where('account_id', '=', accountId)
+    .where('id', '>', after)
+    .where('id', '<=', through)
+    .orderBy('id')
+    .limit(limit)
+    .execute()
+  const items = await withDeployments(
+    db,
+    accountId,
+    pending.length === 0 ? events : events.filter((e) => !inRanges(Number(e.id), pending)),
+  )
+  const last = events.at(-1)
+  return { items, read: events.length, lastId: last ? Number(last.id) : null }
+}
+
+/** The account's events in `ranges` that are not in `pending`, oldest first, with deployments. */
+async function lateItems(
+  db: Kysely<DB>,
+  accountId: number,
+  ranges: readonly IdRange[],
+  pending: readonly IdRange[],
+): Promise<LiveItem[]> {
+  if (ranges.length === 0) return []
+  const events = await db
+    .selectFrom('events')
+    .selectAll()
+    .where('account_id', '=', accountId)
+    .where((eb) => eb.or(ranges.map((r) => eb.between('id', r.from, r.to))))
+    .orderBy('id')
+    .execute()
+  const arrived = events.filter((e) => !inRanges(Number(e.id), pending))
+  return arrived.length === 0 ? [] : withDeployments(db, accountId, arrived)
+}
+
 export interface LiveHubOptions {
   /** Fallback poll while listeners are connected (notices can be missed). */
   pollMs?: number
@@ -106,6 +178,8 @@ export class LiveHub {
   readonly #cursors = new Map<LiveListener, number>()
   /** Every derived event up to this id has been sent; null until first read. */
   #sent: number | null = null
+  /** Derivation gaps at or below #sent: an event that commits in one goes out once derived. */
+  #gaps: IdRange[] = []
   #chain: Promise<void> = Promise.resolve()
   #wakePending = false
   #poll: NodeJS.Timeout | null = null
@@ -134,11 +208,19 @@ export class LiveHub {
   join(listener: LiveListener, since: number | null): Promise<void> {
     return this.#serial(async () => {
       // With nobody listening the hub stopped following: a first stream starts from now.
-      if (this.#listeners.size === 0) this.#sent = await derivedThrough(this.database.db)
+      if (this.#listeners.size === 0) this.#sent = null
       const through = await this.#sentThrough()
       if (since !== null && since < through) {
-        const missed = await liveItems(this.database.db, listener.accountId, since, through, MAX_REPLAY + 1)
-        if (missed.length > MAX_REPLAY) listener.reset(through)
+        // Events in a gap are not replayed: they go out to every listener once derived.
+        const { items: missed, read } = await liveItems(
+          this.database.db,
+          listener.accountId,
+          since,
+          through,
+          MAX_REPLAY + 1,
+          this.#gaps,
+        )
+        if (read > MAX_REPLAY) listener.reset(through)
         else if (missed.length > 0) listener.deliver(missed)
       }
       const set = this.#listeners.get(listener.accountId) ?? new Set()
@@ -175,9 +257,17 @@ export class LiveHub {
     this.#stopPolling()
   }
 
-  /** Where sending stands; the first time, the current `through` (a stream starts from now). */
+  /**
+   * Where sending stands; the first time, the current `through` (a stream starts from now) and the
+   * gaps below it (read after it: derivation writes both in one transaction, and a gap it records
+   * later lies above this `through`).
+   */
   async #sentThrough(): Promise<number> {
-    this.#sent ??= await derivedThrough(this.database.db)
+    if (this.#sent === null) {
+      const through = await derivedThrough(this.database.db)
+      this.#gaps = upTo(await derivationGaps(this.database.db), through)
+      this.#sent = through
+    }
     return this.#sent
   }
 
@@ -185,12 +275,25 @@ export class LiveHub {
     if (this.#listeners.size === 0) return
     const from = await this.#sentThrough()
     const through = await derivedThrough(this.database.db)
+    // Read after `through`: a gap recorded by a later run lies above it, and is cut off below.
+    const gaps = await derivationGaps(this.database.db)
+    // Events that committed late in a gap already passed, and are derived now.
+    if (this.#gaps.length > 0) {
+      for (const [accountId, set] of this.#listeners) {
+        const late = await lateItems(this.database.db, accountId, this.#gaps, gaps)
+        if (late.length > 0) for (const listener of [...set]) listener.deliver(late)
+      }
+    }
     // A rebuild starts `through` again from 0: streams go on from the highest id sent.
-    if (through <= from) return
+    if (through <= from) {
+      this.#gaps = upTo(gaps, from)
+      return
+    }
     for (const [accountId, set] of this.#listeners) {
       let after = from
       for (;;) {
-        const items = await liveItems(this.database.db, accountId, after, through, PAGE)
+        const page = await liveItems(this.database.db, accountId, after, through, PAGE, gaps)
+        const items = page.items
         const last = items.at(-1)
         if (last)
           for (const listener of [...set]) {
@@ -199,10 +302,11 @@ export class LiveHub {
             if (fresh.length > 0) listener.deliver(fresh)
             this.#cursors.set(listener, Math.max(cursor, last.event.id))
           }
-        if (items.length < PAGE || !last) break
-        after = last.event.id
+        if (page.read < PAGE || page.lastId === null) break
+        after = page.lastId
       }
     }
+    this.#gaps = upTo(gaps, through)
     this.#sent = through
   }
 

@@ -38,13 +38,21 @@ class LiveStream implements LiveListener {
   #closed = false
   #stall: NodeJS.Timeout | null = null
   readonly #heartbeat: NodeJS.Timeout
+  /**
+   * The highest event id this client has been given (or resumed from). An event that committed
+   * late has a lower id; it carries this one instead, so Last-Event-ID never goes back and a
+   * reconnect replays nothing twice.
+   */
+  #lastId: number
 
   constructor(
     readonly accountId: number,
     private readonly res: ServerResponse,
     private readonly limits: { stallMs: number; bufferBytes: number },
     private readonly onDrop: (why: string) => void,
+    since: number | null,
   ) {
+    this.#lastId = since ?? 0
     this.#heartbeat = setInterval(() => this.#write(': heartbeat\n\n'), HEARTBEAT_MS)
     this.#heartbeat.unref()
   }
@@ -53,15 +61,17 @@ class LiveStream implements LiveListener {
     const now = Date.now()
     let text = ''
     for (const { event, deployment } of items) {
+      this.#lastId = Math.max(this.#lastId, event.id)
       const last = deployment === null
-      text += message('event', toPublicEvent(event), last ? event.id : undefined)
+      text += message('event', toPublicEvent(event), last ? this.#lastId : undefined)
       if (deployment)
-        text += message('deployment', toApiDeployment(deployment, now, this.limits.stallMs), event.id)
+        text += message('deployment', toApiDeployment(deployment, now, this.limits.stallMs), this.#lastId)
     }
     this.#write(text)
   }
 
   reset(through: number): void {
+    this.#lastId = Math.max(this.#lastId, through)
     this.#write(
       message(
         'reset',
@@ -151,7 +161,7 @@ export async function streamRoutes(app: FastifyInstance, options: StreamOptions)
         tags: ['read'],
         summary: 'Live events and deployment changes (server-sent events)',
         description: [
-          "A `text/event-stream` of the account's new events, each once it is derived, as `event` messages (the event, shaped as in the ingest 201 answer) followed by a `deployment` message (the deployment holding it, shaped as in /api/v1/deployments). The last message of each event carries `id: <event id>`.",
+          "A `text/event-stream` of the account's new events, each once it is derived, as `event` messages (the event, shaped as in the ingest 201 answer) followed by a `deployment` message (the deployment holding it, shaped as in /api/v1/deployments). The last message of each event carries `id: <event id>` (an event that committed late, with an id below one already sent, carries the highest id sent instead, so `Last-Event-ID` never goes back).",
           `Resume with the \`Last-Event-ID\` header (EventSource sends it) or \`lastEventId\`: what was missed is sent first, or, beyond ${MAX_REPLAY} events, one \`reset\` message (\`{"reason", "through"}\`): reload, then follow.`,
           'A comment line every 15 s keeps the connection open. A client that reads too slowly is disconnected. Limits: streams per account (429) and per server (503).',
         ].join('\n\n'),
@@ -212,6 +222,7 @@ export async function streamRoutes(app: FastifyInstance, options: StreamOptions)
           res,
           { stallMs, bufferBytes: config.streamBufferBytes },
           (why) => request.log.warn({ account: reader.accountId }, `live stream dropped: ${why}`),
+          since,
         )
         open.add(stream)
         perAccount.set(reader.accountId, mine + 1)
