@@ -420,6 +420,11 @@ test("an admin resets a user's password: a new one-time password shown once, the
     password: oneTime,
   })
   assertRedirect(res, '/account/password', 303)
+  // Until it is replaced, the one-time password's session reads no data through the API either.
+  const api = await fresh.get('/api/v1/events')
+  assert.equal(api.statusCode, 403)
+  assert.match(String(api.headers['content-type']), /^application\/problem\+json/)
+  assert.match(api.json().detail, /\/account\/password/)
 
   // Oneself: refused with a reason; someone of another account or no one: 404; members: 403.
   const self = await admin.submit('/settings/', `/settings/users/${ada.id}/password`, {})

@@ -6,7 +6,7 @@ import type { Config } from '../../config.js'
 import type { Database } from '../../db/connect.js'
 import type { ApiKeyVerifier, KeyUsageRecorder } from '../../domain/keys.js'
 import { findSession } from '../../domain/sessions.js'
-import { problems } from '../problem.js'
+import { HttpProblem, problems } from '../problem.js'
 import type { RateLimitStore } from '../rate-limit.js'
 import { cookiePolicy } from '../ui/context.js'
 import { presentedKey, spendKeyBudget } from './ingest.js'
@@ -57,6 +57,15 @@ export async function requireReader(
           unsigned?.valid && unsigned.value
             ? await findSession(options.database.db, unsigned.value)
             : undefined
+        if (user?.mustChangePassword) {
+          // The pages send such a session to the password form; the API refuses it alike.
+          throw new HttpProblem(
+            403,
+            'password-change-required',
+            'Password change required',
+            'This session signed in with a one-time password: set your own at /account/password first.',
+          )
+        }
         if (user) {
           request.reader = { accountId: user.accountId, via: 'session' }
           reply.header('cache-control', 'no-store')
