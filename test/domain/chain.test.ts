@@ -499,7 +499,8 @@ test('the task logs the heads (a copy outside the database) once they move, and 
     warn: () => {},
     info: (_: unknown, message: string) => void lines.push(message),
   }
-  const task = chainTask(database, { batch: 2 }, log)
+  // busyLoop above 1: never waits for the loop (this test's own work keeps it busy).
+  const task = chainTask(database, { batch: 2, busyLoop: 2 }, log)
   assert.equal(await task.run(), undefined, 'nothing to chain: the normal interval')
   assert.deepEqual(lines, [], 'no head yet, nothing logged')
   for (let i = 0; i < 5; i++) await addEvent(database, accountId, `1.0.${i}`)
@@ -508,8 +509,32 @@ test('the task logs the heads (a copy outside the database) once they move, and 
   for (let i = 0; i < 5 && (await chainLag(database)).events > 0; i++) await chainOnce(database)
   const head = await currentHead(database.db, 'events')
   assert.ok(head)
-  const fresh = chainTask(database, {}, log)
+  const fresh = chainTask(database, { busyLoop: 2 }, log)
   await fresh.run()
   assert.equal(lines.length, 1)
   assert.match(lines[0] ?? '', new RegExp(`^chain heads ${head} \\(keep a copy`))
+})
+
+test('the task waits while the event loop is saturated (a burst of ingest), but never longer than its bound', async (t) => {
+  const { database, accountId } = await setUp(t)
+  const quiet = { debug: () => {}, warn: () => {}, info: () => {} }
+  for (let i = 0; i < 3; i++) await addEvent(database, accountId, `2.0.${i}`)
+  /** Keeps this thread busy, as a burst of requests would, for `ms`. */
+  const spin = (ms: number) => {
+    const end = performance.now() + ms
+    while (performance.now() < end) {}
+  }
+  const patient = chainTask(database, { maxYieldMs: 60_000 }, quiet)
+  spin(300)
+  assert.equal(await patient.run(), 250, 'a saturated loop: look again soon')
+  assert.equal((await chainLag(database)).events, 3, 'nothing chained during the burst')
+  await new Promise((resolve) => setTimeout(resolve, 300))
+  await patient.run()
+  assert.equal((await chainLag(database)).events, 0, 'chained once the loop eased')
+
+  for (let i = 3; i < 6; i++) await addEvent(database, accountId, `2.0.${i}`)
+  const bounded = chainTask(database, { maxYieldMs: 0 }, quiet)
+  spin(300)
+  await bounded.run()
+  assert.equal((await chainLag(database)).events, 0, 'past its bound it chains even under load')
 })

@@ -38,6 +38,10 @@ export const HOLE_GRACE_MS = 60_000
 
 export interface ChainOptions {
   batch?: number
+  /** The task: event-loop utilisation above which it waits (BUSY_LOOP). */
+  busyLoop?: number
+  /** The task: the longest it waits for a busy loop (MAX_YIELD_MS). */
+  maxYieldMs?: number
   /** How soon a gap being waited for is looked at again (the task). */
   settleMs?: number
   graceMs?: number
@@ -294,21 +298,39 @@ export async function chainLag(database: Database): Promise<Record<StreamSpec['n
 /** How often the task writes the current heads to the log (a copy outside the database). */
 export const HEAD_LOG_INTERVAL_MS = 10 * 60_000
 
+/** Event-loop utilisation above which the chain waits for ingest to ease off. */
+export const BUSY_LOOP = 0.85
+/** The longest the chain waits for a busy event loop before it runs anyway. */
+export const MAX_YIELD_MS = 30_000
+
 /**
  * The background task: a run a second while idle; while rows wait, the next run follows after
  * twice as long as this one took (at least 20 ms), so chaining takes at most about a third of the
- * event loop from ingest; a gap being waited for is looked at again after HOLE_SETTLE_MS. Every
- * HEAD_LOG_INTERVAL_MS, when the chain moved, it logs both heads: a log shipped elsewhere then holds
- * heads that `shiplog verify --head` can check.
+ * event loop from ingest; a gap being waited for is looked at again after HOLE_SETTLE_MS. While the
+ * event loop is busier than BUSY_LOOP (a burst of ingest), the chain waits, for at most
+ * MAX_YIELD_MS at a time: a burst is answered at full speed and chained right after it, and under
+ * load that never eases the chain still runs every MAX_YIELD_MS. Every HEAD_LOG_INTERVAL_MS, when
+ * the chain moved, it logs both heads: a log shipped elsewhere then holds heads that `shiplog verify
+ * --head` can check.
  */
 export function chainTask(database: Database, options: ChainOptions = {}, log?: TaskLogger): Task {
   let lastLogged = 0
   let loggedHeads = ''
+  let loop = performance.eventLoopUtilization()
+  let yieldingSince: number | null = null
   return {
     name: 'chain',
     intervalMs: 1000,
     firstRunMs: 0,
     run: async () => {
+      const sinceLast = performance.eventLoopUtilization(loop)
+      loop = performance.eventLoopUtilization()
+      const now = performance.now()
+      if (sinceLast.utilization > (options.busyLoop ?? BUSY_LOOP)) {
+        yieldingSince ??= now
+        if (now - yieldingSince < (options.maxYieldMs ?? MAX_YIELD_MS)) return 250
+      }
+      yieldingSince = null
       const started = performance.now()
       const results = await chainOnce(database, options)
       if (log && Date.now() - lastLogged >= HEAD_LOG_INTERVAL_MS) {
