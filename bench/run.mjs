@@ -54,6 +54,9 @@
 //   BENCH_SKIP_PG=1          leave PostgreSQL out
 //   BENCH_SKIP_SQLITE=1      leave SQLite out (all parts)
 //   BENCH_LOG_LEVEL          Shiplog's LOG_LEVEL during the run (default warn: per-request logging off)
+//   BENCH_INSIGHTS_KEEP      a directory: the insights part seeds and derives its datasets once, keeps them
+//                            there (SQLite) and in a PostgreSQL database named after it, and reuses them
+//                            on later runs of the same size (seeding and derivation are then skipped)
 //   BENCH_KEEP_TMP=1         keep the temporary directory (server logs; the read parts' SQLite files
 //                            are still removed, they can be gigabytes) for a post-mortem
 //
@@ -773,6 +776,7 @@ try {
       pgServerUrl,
       serverLogLevel,
       n: insightsSize,
+      keepDir: process.env.BENCH_INSIGHTS_KEEP || null,
       requests: pageRequests,
       caseSeconds: pageCaseSeconds,
     })

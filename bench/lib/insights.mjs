@@ -4,7 +4,7 @@
 // at a past instant, a service page, and /insights/ over 30 and 90 days, timed through a real
 // server like the /logs/ pages (bench/lib/reads.mjs).
 import { randomBytes } from 'node:crypto'
-import { mkdirSync, rmSync } from 'node:fs'
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import SqliteDatabase from 'better-sqlite3'
 import pg from 'pg'
@@ -167,6 +167,10 @@ function percentile(sorted, p) {
  * @property {Array<'sqlite' | 'postgres'>} dialects @property {string} pgServerUrl
  * @property {string} serverLogLevel @property {number} n @property {number} requests
  * @property {number} caseSeconds
+ * @property {string | null} [keepDir] BENCH_INSIGHTS_KEEP: seed and derive once into this directory
+ *   (SQLite file) and a PostgreSQL database named after it, keep both, and reuse them on later runs
+ *   of the same size (their seeding and derivation are then skipped, and reported from the run that
+ *   made them)
  */
 
 /** @param {InsightsOptions} o */
@@ -195,59 +199,102 @@ async function oneDatabase(o, dialect, label, derivations, pageRows) {
   let databaseUrl
   /** @type {() => Promise<void>} */
   let remove
+  const keep = o.keepDir ?? null
+  const pgName = keep
+    ? `shiplog_bench_insights_kept_${o.n}_${Buffer.from(keep).toString('hex').slice(-16)}`
+    : `shiplog_bench_insights_${randomBytes(4).toString('hex')}`
+  const admin = async (text) => {
+    const client = new pg.Client({ connectionString: o.pgServerUrl })
+    await client.connect()
+    try {
+      return await client.query(text)
+    } finally {
+      await client.end()
+    }
+  }
   if (dialect === 'sqlite') {
-    const dir = join(o.runDir, 'insights-sqlite')
+    const dir = keep ? join(keep, `sqlite-${o.n}`) : join(o.runDir, 'insights-sqlite')
     mkdirSync(dir, { recursive: true })
     databaseUrl = `sqlite:${join(dir, 'shiplog.db')}`
     remove = async () => rmSync(dir, { recursive: true, force: true })
   } else {
-    const name = `shiplog_bench_insights_${randomBytes(4).toString('hex')}`
-    const admin = async (text) => {
-      const client = new pg.Client({ connectionString: o.pgServerUrl })
-      await client.connect()
-      try {
-        await client.query(text)
-      } finally {
-        await client.end()
-      }
-    }
-    await admin(`CREATE DATABASE "${name}"`)
     const url = new URL(o.pgServerUrl)
-    url.pathname = `/${name}`
+    url.pathname = `/${pgName}`
     databaseUrl = url.toString()
     let dropped = false
     remove = async () => {
       if (dropped) return
       dropped = true
-      await admin(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`)
+      await admin(`DROP DATABASE IF EXISTS "${pgName}" WITH (FORCE)`)
     }
   }
-  o.cleanups.push(remove)
+  // What a kept dataset needs to be measured again: its end, its server secret and how long
+  // deriving it took when it was made.
+  const metaFile = keep ? join(keep, `${dialect}-${o.n}.json`) : null
+  /** @type {{ endMs: number, secret: string, derived: { events: number, cpuMs: number, seconds: number } } | null} */
+  let kept = null
+  if (metaFile && existsSync(metaFile)) {
+    kept = JSON.parse(readFileSync(metaFile, 'utf8'))
+    if (dialect === 'postgres') {
+      const found = await admin(`SELECT 1 FROM pg_database WHERE datname = '${pgName}'`)
+      if (found.rowCount === 0) kept = null
+    }
+  }
+  if (!kept) {
+    if (metaFile) rmSync(metaFile, { force: true })
+    await remove()
+    if (dialect === 'sqlite')
+      mkdirSync(databaseUrl.slice('sqlite:'.length, -'/shiplog.db'.length), { recursive: true })
+    else await admin(`CREATE DATABASE "${pgName}"`)
+  }
+  if (!keep) o.cleanups.push(remove)
   try {
-    const env = await benchAccountEnv(o, databaseUrl)
-    const endMs = Date.now() - 60_000
-    process.stderr.write(`  ${label}: seeding ${o.n.toLocaleString('en-US')} deployment events`)
-    const t0 = performance.now()
-    const count =
-      dialect === 'sqlite'
-        ? seedSqlite(databaseUrl.slice('sqlite:'.length), o.n, endMs)
-        : await seedPostgres(databaseUrl, o.n, endMs)
-    process.stderr.write(` in ${((performance.now() - t0) / 1000).toFixed(1)} s\n`)
-    if (count !== o.n) throw new Error(`the database holds ${count} events after seeding ${o.n}`)
+    /** @type {NodeJS.ProcessEnv} */
+    let env
+    let endMs
+    if (kept) {
+      env = {
+        ...process.env,
+        DATABASE_URL: databaseUrl,
+        SHIPLOG_SECRET: kept.secret,
+        LOG_LEVEL: o.serverLogLevel,
+      }
+      delete env.REDIS_URL
+      delete env.PORT
+      endMs = kept.endMs
+      const d = kept.derived
+      const usPerEvent = (d.cpuMs * 1000) / d.events
+      derivations.push({ target: dialect, n: o.n, ...d, usPerEvent, reused: true })
+      process.stderr.write(
+        `  ${label}: reusing the kept dataset (derived earlier: ${usPerEvent.toFixed(2)} µs per event)\n`,
+      )
+    } else {
+      env = await benchAccountEnv(o, databaseUrl)
+      endMs = Date.now() - 60_000
+      process.stderr.write(`  ${label}: seeding ${o.n.toLocaleString('en-US')} deployment events`)
+      const t0 = performance.now()
+      const count =
+        dialect === 'sqlite'
+          ? seedSqlite(databaseUrl.slice('sqlite:'.length), o.n, endMs)
+          : await seedPostgres(databaseUrl, o.n, endMs)
+      process.stderr.write(` in ${((performance.now() - t0) / 1000).toFixed(1)} s\n`)
+      if (count !== o.n) throw new Error(`the database holds ${count} events after seeding ${o.n}`)
 
-    const out = await runNode([join(o.root, 'bench', 'lib', 'derive-child.mjs'), databaseUrl], {
-      env,
-      cwd: o.root,
-      timeoutMs: 30 * 60_000,
-    })
-    const derived = JSON.parse(out.trim().split('\n').at(-1) ?? '{}')
-    const usPerEvent = (derived.cpuMs * 1000) / derived.events
-    derivations.push({ target: dialect, n: o.n, ...derived, usPerEvent })
-    process.stderr.write(
-      `  ${label}: derived deployments of ${derived.events.toLocaleString('en-US')} events: ` +
-        `${usPerEvent.toFixed(2)} µs CPU per event (${derived.seconds.toFixed(1)} s)\n`,
-    )
-    if (derived.events !== o.n) throw new Error(`derivation took ${derived.events} of ${o.n} events`)
+      const out = await runNode([join(o.root, 'bench', 'lib', 'derive-child.mjs'), databaseUrl], {
+        env,
+        cwd: o.root,
+        timeoutMs: 30 * 60_000,
+      })
+      const derived = JSON.parse(out.trim().split('\n').at(-1) ?? '{}')
+      const usPerEvent = (derived.cpuMs * 1000) / derived.events
+      derivations.push({ target: dialect, n: o.n, ...derived, usPerEvent })
+      process.stderr.write(
+        `  ${label}: derived deployments of ${derived.events.toLocaleString('en-US')} events: ` +
+          `${usPerEvent.toFixed(2)} µs CPU per event (${derived.seconds.toFixed(1)} s)\n`,
+      )
+      if (derived.events !== o.n) throw new Error(`derivation took ${derived.events} of ${o.n} events`)
+      if (metaFile) writeFileSync(metaFile, JSON.stringify({ endMs, secret: env.SHIPLOG_SECRET, derived }))
+    }
 
     const server = await startServer({
       name: `shiplog serve (${label} insights)`,
@@ -292,7 +339,7 @@ async function oneDatabase(o, dialect, label, derivations, pageRows) {
       await server.stop()
     }
   } finally {
-    await remove()
+    if (!keep) await remove()
   }
 }
 

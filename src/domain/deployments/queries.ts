@@ -3,6 +3,7 @@
 import { type Kysely, sql } from 'kysely'
 import type { DB, DeploymentRow } from '../../db/schema.js'
 import { computeMetrics, firstStartKey, type Metrics, type MetricsWindow } from './metrics.js'
+import { cachePerHandle, derivedGeneration } from './read-cache.js'
 import { type Deployment, type DeploymentOutcome, outcomeAt } from './rules.js'
 import { rowToDeployment } from './store.js'
 
@@ -48,10 +49,24 @@ function prefixedRow(row: Record<string, unknown>, alias: 'r' | 'l'): Deployment
   ) as unknown as DeploymentRow
 }
 
+/** What a board cell reads from the database: the running and the latest deployment, as stored. */
+export interface BoardPair {
+  service: string
+  environment: string
+  running: Deployment | null
+  latest: Deployment | null
+}
+
+/** Recent boards as read, per database handle and account and instant, for one generation each. */
+const boardCache = cachePerHandle<readonly BoardPair[]>(16)
+/** Recent metrics windows, likewise. */
+const metricsCache = cachePerHandle<Metrics>(32)
+
 /**
  * Every service and environment of an account with what ran there at `at` (null: now). `now` and
- * `stallMs` decide whether an open deployment is stalled. One statement: the pairs with the ids of
- * their running and latest deployment, joined to both rows.
+ * `stallMs` decide whether an open deployment is stalled. The deployments come from boardPairs,
+ * remembered while the derivation's generation stands (read-cache.ts); the outcomes, which depend
+ * on the clock and the stall time, are worked out on every call.
  */
 export async function boardCells(
   db: Kysely<DB>,
@@ -59,27 +74,56 @@ export async function boardCells(
   at: number | null,
   options: { now: number; stallMs: number },
 ): Promise<BoardCell[]> {
+  const generation = await derivedGeneration(db)
+  const pairs = await boardCache(db).get(`${accountId}|${at ?? 'now'}`, generation, () =>
+    boardPairs(db, accountId, at),
+  )
+  return cellsOf(pairs, at ?? options.now, options.stallMs)
+}
+
+/** The plain computation boardCells remembers: the same cells, read from the database every time. */
+export async function boardCellsUncached(
+  db: Kysely<DB>,
+  accountId: number,
+  at: number | null,
+  options: { now: number; stallMs: number },
+): Promise<BoardCell[]> {
+  return cellsOf(await boardPairs(db, accountId, at), at ?? options.now, options.stallMs)
+}
+
+function cellsOf(pairs: readonly BoardPair[], instant: number, stallMs: number): BoardCell[] {
+  return pairs.map((p) => ({
+    service: p.service,
+    environment: p.environment,
+    running: p.running,
+    latest: p.latest ? { deployment: p.latest, outcome: outcomeThen(p.latest, instant, stallMs) } : null,
+  }))
+}
+
+/**
+ * One statement: the pairs with the ids of their running and latest deployment, joined to both
+ * rows. Pairs with neither are left out.
+ */
+async function boardPairs(db: Kysely<DB>, accountId: number, at: number | null): Promise<BoardPair[]> {
   const pairs = at === null ? pairsNow(accountId) : pairsAt(accountId, at)
   const { rows } = await sql<Record<string, unknown> & { service: string; environment: string }>`
     select p.service, p.environment, ${prefixedColumns('r')}, ${prefixedColumns('l')}
     from (${pairs}) p
     left join deployments r on r.id = p.running_id
     left join deployments l on l.id = p.latest_id`.execute(db)
-  const instant = at ?? options.now
-  const cells: BoardCell[] = []
+  const out: BoardPair[] = []
   for (const row of rows) {
     const runningRow = prefixedRow(row, 'r')
     const latestRow = prefixedRow(row, 'l')
     if (!runningRow && !latestRow) continue
-    const latest = latestRow ? rowToDeployment(latestRow) : null
-    cells.push({
+    out.push({
       service: row.service,
       environment: row.environment,
       running: runningRow ? rowToDeployment(runningRow) : null,
-      latest: latest ? { deployment: latest, outcome: outcomeThen(latest, instant, options.stallMs) } : null,
+      latest: latestRow ? rowToDeployment(latestRow) : null,
     })
   }
-  return cells
+  return out
 }
 
 /** A deployment's outcome as it stood at `at`: one that finished later was still open then. */
@@ -134,11 +178,27 @@ export async function serviceTimeline(
 }
 
 /**
- * The metrics of one window (SPEC §6.2) from the stored deployments: those that finished in the
- * window, the success that restored each failure (which may come after the window), and where each
- * counted version first started.
+ * The metrics of one window (SPEC §6.2), remembered while the derivation's generation stands
+ * (read-cache.ts): they depend on the stored deployments only, not on the clock. The result is
+ * shared between callers and must not be changed.
  */
 export async function metricsForWindow(
+  db: Kysely<DB>,
+  accountId: number,
+  window: MetricsWindow,
+): Promise<Metrics> {
+  const generation = await derivedGeneration(db)
+  // JSON keeps names with any character apart (no separator can be confused with a name).
+  const key = JSON.stringify([accountId, window.environment, window.service, window.from, window.to])
+  return metricsCache(db).get(key, generation, () => metricsForWindowUncached(db, accountId, window))
+}
+
+/**
+ * The plain computation metricsForWindow remembers: from the stored deployments, those that
+ * finished in the window, the success that restored each failure (which may come after the
+ * window), and where each counted version first started.
+ */
+export async function metricsForWindowUncached(
   db: Kysely<DB>,
   accountId: number,
   window: MetricsWindow,
