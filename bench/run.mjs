@@ -57,6 +57,8 @@
 //   BENCH_INSIGHTS_KEEP      a directory: the insights part seeds and derives its datasets once, keeps them
 //                            there (SQLite) and in a PostgreSQL database named after it, and reuses them
 //                            on later runs of the same size (seeding and derivation are then skipped)
+//   BENCH_INSIGHTS_SETTLE_SECONDS  how long the insights part waits at most, before timing pages, for the
+//                            server to finish chaining and indexing the seeded events (default 900; quick 30)
 //   BENCH_KEEP_TMP=1         keep the temporary directory (server logs; the read parts' SQLite files
 //                            are still removed, they can be gigabytes) for a post-mortem
 //
@@ -121,6 +123,7 @@ const pageRequests = positive('BENCH_PAGE_REQUESTS', quick ? 10 : 50)
 const insightsSize = parts.has('insights')
   ? positive('BENCH_INSIGHTS_ROWS', quick ? 20_000 : 1_000_000)
   : null
+const insightsSettleSeconds = positive('BENCH_INSIGHTS_SETTLE_SECONDS', quick ? 30 : 900)
 const startupRuns = positive('BENCH_STARTUP_RUNS', quick ? 3 : 11)
 const pageCaseSeconds = positive('BENCH_PAGE_SECONDS', quick ? 10 : 30)
 const webhookDelayMs = positive('BENCH_WEBHOOK_DELAY_MS', 2000)
@@ -215,11 +218,16 @@ function limitFor() {
   // Seeding and copying, at a pessimistic 10,000 events a second each.
   if (parts.has('copy'))
     seconds += 60 + (2 * positive('BENCH_COPY_ROWS', quick ? 20_000 : 1_000_000)) / 10_000
-  // Set-up, seeding, deriving (about 30 µs of wall time an event at worst) and five page cases.
+  // Set-up, seeding, deriving (about 30 µs of wall time an event at worst), the server's background
+  // catch-up and five page cases.
   if (insightsSize !== null)
     seconds +=
       readDialects.length *
-      (90 + seedLimitSeconds(insightsSize) + insightsSize / 30_000 + 5 * (pageCaseSeconds + 35))
+      (90 +
+        seedLimitSeconds(insightsSize) +
+        insightsSize / 30_000 +
+        insightsSettleSeconds +
+        5 * (pageCaseSeconds + 35))
   const sizes = new Set([...exportSizes, ...(pagesSize === null ? [] : [pagesSize])])
   for (const n of sizes) {
     let perDialect = 60 + seedLimitSeconds(n)
@@ -777,6 +785,7 @@ try {
       serverLogLevel,
       n: insightsSize,
       keepDir: process.env.BENCH_INSIGHTS_KEEP || null,
+      settleSeconds: insightsSettleSeconds,
       requests: pageRequests,
       caseSeconds: pageCaseSeconds,
     })
