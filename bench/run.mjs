@@ -219,7 +219,7 @@ function limitFor() {
   if (parts.has('copy'))
     seconds += 60 + (2 * positive('BENCH_COPY_ROWS', quick ? 20_000 : 1_000_000)) / 10_000
   // Set-up, seeding, deriving (about 30 µs of wall time an event at worst), the server's background
-  // catch-up and five page cases.
+  // catch-up and nine page cases.
   if (insightsSize !== null)
     seconds +=
       readDialects.length *
@@ -227,7 +227,7 @@ function limitFor() {
         seedLimitSeconds(insightsSize) +
         insightsSize / 30_000 +
         insightsSettleSeconds +
-        5 * (pageCaseSeconds + 35))
+        9 * (pageCaseSeconds + 35))
   const sizes = new Set([...exportSizes, ...(pagesSize === null ? [] : [pagesSize])])
   for (const n of sizes) {
     let perDialect = 60 + seedLimitSeconds(n)
@@ -1007,6 +1007,7 @@ const insightsHeader = [
   'p50 ms',
   'p95 ms',
   'max ms',
+  'server CPU ms/req',
   'load',
   `p95 <= ${PAGE_TARGET_MS} ms`,
 ]
@@ -1016,8 +1017,16 @@ const insightsTable = (insights?.pageRows ?? []).map((r) => [
   num(r.p50, 1),
   num(r.p95, 1),
   num(r.max, 1),
+  num(r.cpuMs, 1),
   num(r.load, 1),
-  r.p95 === null ? '-' : r.p95 <= PAGE_TARGET_MS ? 'met' : 'NOT met',
+  // The cold cases show what a page costs while events keep arriving; the target is the others'.
+  r.p95 === null
+    ? '-'
+    : r.scenario.endsWith(', cold')
+      ? 'no target'
+      : r.p95 <= PAGE_TARGET_MS
+        ? 'met'
+        : 'NOT met',
 ])
 if (insights) {
   console.log('')

@@ -178,7 +178,7 @@ function percentile(sorted, p) {
 export async function benchInsights(o) {
   /** @type {Array<{ target: string, n: number, events: number, cpuMs: number, seconds: number, usPerEvent: number }>} */
   const derivations = []
-  /** @type {Array<{ scenario: string, target: string, path: string, requests: number, p50: number | null, p95: number | null, max: number | null, load: number, problems: string[] }>} */
+  /** @type {Array<{ scenario: string, target: string, path: string, requests: number, p50: number | null, p95: number | null, max: number | null, cpuMs: number | null, load: number, problems: string[] }>} */
   const pageRows = []
   /** @type {string[]} */
   const problems = []
@@ -331,15 +331,42 @@ async function oneDatabase(o, dialect, label, derivations, pageRows) {
           { name: 'service page', path: `/services/${serviceName(42)}/`, expect: [serviceName(42), '2.'] },
           { name: 'insights 30 days', path: '/insights/?range=30&environment=prod', expect: ['prod'] },
           { name: 'insights 90 days', path: '/insights/?range=90&environment=prod', expect: ['prod'] },
+          // The same pages with nothing remembered: the derivation's generation is moved before
+          // each request, as a derivation run does while events keep arriving.
+          { name: 'board now, cold', path: '/services/', expect: [serviceName(0)], cold: true },
+          {
+            name: 'board ?at= a year back, cold',
+            path: `/services/?at=${encodeURIComponent(past)}`,
+            expect: [serviceName(0)],
+            cold: true,
+          },
+          {
+            name: 'insights 30 days, cold',
+            path: '/insights/?range=30&environment=prod',
+            expect: ['prod'],
+            cold: true,
+          },
+          {
+            name: 'insights 90 days, cold',
+            path: '/insights/?range=90&environment=prod',
+            expect: ['prod'],
+            cold: true,
+          },
         ]
+        const forget = await generationMover(dialect, databaseUrl)
         for (const c of cases) {
-          const row = await measure(session, c, o, `${label} ${c.name}`, dialect)
+          const row = await measure(session, c, o, `${label} ${c.name}`, dialect, {
+            pid: server.pid,
+            before: c.cold ? forget.move : async () => {},
+          })
           pageRows.push(row)
           process.stderr.write(
-            `  ${row.scenario}: p50 ${row.p50?.toFixed(1) ?? '-'} ms, p95 ${row.p95?.toFixed(1) ?? '-'} ms` +
+            `  ${row.scenario}: p50 ${row.p50?.toFixed(1) ?? '-'} ms, p95 ${row.p95?.toFixed(1) ?? '-'} ms, ` +
+              `server CPU ${row.cpuMs?.toFixed(1) ?? '-'} ms per request` +
               `${row.problems.length ? ` (${row.problems.join('; ')})` : ''}\n`,
           )
         }
+        await forget.close()
       } finally {
         closeSession(session)
       }
@@ -374,15 +401,37 @@ async function settle(pid, limitSeconds) {
   }
 }
 
-async function measure(session, c, o, scenario, target) {
+/**
+ * Moves the derivation's generation (deployments_progress), which every derivation run moves: the
+ * server's remembered board and metrics no longer hold and the next request reads them again.
+ */
+async function generationMover(dialect, databaseUrl) {
+  const statement = 'UPDATE deployments_progress SET generation = generation + 1 WHERE id = 1'
+  if (dialect === 'sqlite') {
+    const db = new SqliteDatabase(databaseUrl.slice('sqlite:'.length), { fileMustExist: true })
+    db.pragma('busy_timeout = 5000')
+    const update = db.prepare(statement)
+    return { move: async () => void update.run(), close: async () => db.close() }
+  }
+  const client = new pg.Client({ connectionString: databaseUrl })
+  await client.connect()
+  return { move: async () => void (await client.query(statement)), close: () => client.end() }
+}
+
+async function measure(session, c, o, scenario, target, server) {
   const problems = []
   const times = []
+  let cpuUsed = 0
   const load = loadAverage()
   const deadline = performance.now() + o.caseSeconds * 1000
   for (let k = 0; k < 2 + o.requests; k++) {
     let res
     try {
+      await server.before()
+      const cpuBefore = cpuMs(server.pid)
       res = await timedGet(session, c.path, 60_000)
+      const cpuAfter = cpuMs(server.pid)
+      if (k >= 2 && cpuBefore !== null && cpuAfter !== null) cpuUsed += cpuAfter - cpuBefore
     } catch (err) {
       problems.push(`request failed: ${err instanceof Error ? err.message : String(err)}`)
       break
@@ -408,6 +457,7 @@ async function measure(session, c, o, scenario, target) {
     p50: percentile(sorted, 50),
     p95: percentile(sorted, 95),
     max: sorted.at(-1) ?? null,
+    cpuMs: times.length > 0 ? cpuUsed / times.length : null,
     load,
     problems,
   }
