@@ -1,6 +1,6 @@
 // The board /services/: services × environments, what runs where, what needs attention, drift;
 // a table on a desktop and a card per service on a phone.
-import type { Alert, BoardEntry, BoardRow } from '../domain/board.js'
+import type { Alert, BoardEntry, BoardRow, Drift } from '../domain/board.js'
 import type { SessionUser } from '../domain/sessions.js'
 import { html, type SafeHtml } from './html.js'
 import { layout } from './layout.js'
@@ -47,10 +47,15 @@ export function relativeTime(ms: number, now: number): string {
   return `${Math.floor(hours / 24)} days ago`
 }
 
+/** "2026-11-20T14:00:00.123Z" and "2026-11-20 14:00:00 UTC": the machine and the hover forms. */
+function instantTexts(ms: number): { iso: string; utc: string } {
+  const iso = new Date(ms).toISOString()
+  return { iso, utc: `${iso.slice(0, 10)} ${iso.slice(11, 19)} UTC` }
+}
+
 /** A relative time with the exact time (UTC; the viewer's zone once the script runs) on hover. */
 export function sinceTag(ms: number, now: number): SafeHtml {
-  const iso = new Date(ms).toISOString()
-  const utc = `${iso.slice(0, 19).replace('T', ' ')} UTC`
+  const { iso, utc } = instantTexts(ms)
   return html`<time datetime="${iso}" title="${utc}" data-relative>${relativeTime(ms, now)}</time>`
 }
 
@@ -60,29 +65,75 @@ export const ALERT_LABELS: Record<Alert, string> = {
   stalled: 'Stalled',
 }
 
-function alertBlock(alert: NonNullable<BoardEntry['alert']>, now: number): SafeHtml {
-  return html`<div class="alert ${alert.outcome}"><span class="state ${alert.outcome}">${ALERT_LABELS[alert.outcome]}</span>
-    <span class="mono">${alert.version}</span> <span class="hint">started ${sinceTag(alert.startedAt, now)}</span></div>`
-}
+/** Versions longer than this may be cut short by the cell's width: they carry the full text on hover. */
+const LONG_VERSION = 18
 
-function driftMark(entry: BoardEntry): SafeHtml {
-  const drift = entry.drift
-  if (!drift) return html``
-  const text =
-    drift.kind === 'behind'
-      ? `Differs from ${drift.environment}, which runs ${drift.version}: waiting to be promoted`
-      : `Differs from ${drift.environment}, which runs ${drift.version}: deployed here more recently`
-  return html`<span class="drift" title="${text}"><span aria-hidden="true">≠ ${drift.environment}</span><span class="sr-only">${text}</span></span>`
-}
+/**
+ * The board's cells, rendered with fragments that repeat across the table (versions, senders,
+ * drift marks, environment attributes) built once per page: 3000 cells are most of the page.
+ */
+class CellRenderer {
+  readonly #versions = new Map<string, SafeHtml>()
+  readonly #senders = new Map<string, SafeHtml>()
+  readonly #drifts = new Map<string, SafeHtml>()
 
-function entryBody(entry: BoardEntry | null, now: number): SafeHtml {
-  if (!entry) return html`<span class="none" aria-label="nothing deployed">—</span>`
-  return html`${
-    entry.version === null
-      ? html`<span class="hint">nothing running yet</span>`
-      : html`<div class="running"><span class="version mono" title="${entry.version}">${entry.version}</span> ${driftMark(entry)}</div>
-        <div class="hint">${entry.since === null ? '' : sinceTag(entry.since, now)}${entry.sender ? html` · ${entry.sender}` : ''}</div>`
-  }${entry.alert ? alertBlock(entry.alert, now) : ''}`
+  constructor(private readonly now: number) {}
+
+  version(version: string): SafeHtml {
+    let out = this.#versions.get(version)
+    if (!out) {
+      out =
+        version.length > LONG_VERSION
+          ? html`<span class="version mono" title="${version}">${version}</span>`
+          : html`<span class="version mono">${version}</span>`
+      this.#versions.set(version, out)
+    }
+    return out
+  }
+
+  sender(sender: string): SafeHtml {
+    let out = this.#senders.get(sender)
+    if (!out) {
+      out = html` · ${sender}`
+      this.#senders.set(sender, out)
+    }
+    return out
+  }
+
+  /**
+   * The quiet drift mark: "≠ staging" to the eye, the whole sentence on hover and, once, for
+   * screen readers.
+   */
+  drift(drift: Drift): SafeHtml {
+    const key = `${drift.kind}\u0000${drift.environment}\u0000${drift.version}`
+    let out = this.#drifts.get(key)
+    if (!out) {
+      const text =
+        drift.kind === 'behind'
+          ? `Differs from ${drift.environment}, which runs ${drift.version}: waiting to be promoted`
+          : `Differs from ${drift.environment}, which runs ${drift.version}: deployed here more recently`
+      out = html` <span class="drift" title="${text}"><span aria-hidden="true">≠ ${drift.environment}</span><span class="sr-only">${text}</span></span>`
+      this.#drifts.set(key, out)
+    }
+    return out
+  }
+
+  since(ms: number): SafeHtml {
+    return sinceTag(ms, this.now)
+  }
+
+  alert(alert: NonNullable<BoardEntry['alert']>): SafeHtml {
+    return html`<div class="alert ${alert.outcome}"><span class="state ${alert.outcome}">${ALERT_LABELS[alert.outcome]}</span> <span class="mono">${alert.version}</span> <span class="hint">started ${this.since(alert.startedAt)}</span></div>`
+  }
+
+  body(entry: BoardEntry | null): SafeHtml {
+    if (!entry) return html`<span class="none" aria-label="nothing deployed">—</span>`
+    const running =
+      entry.version === null
+        ? html`<span class="hint">nothing running yet</span>`
+        : html`<div class="running">${this.version(entry.version)}${entry.drift ? this.drift(entry.drift) : ''}</div><div class="hint">${entry.since === null ? '' : this.since(entry.since)}${entry.sender ? this.sender(entry.sender) : ''}</div>`
+    return entry.alert ? html`${running}${this.alert(entry.alert)}` : running
+  }
 }
 
 function cellClass(entry: BoardEntry | null): string {
@@ -91,18 +142,31 @@ function cellClass(entry: BoardEntry | null): string {
 }
 
 function table(d: BoardPageData): SafeHtml {
+  const cells = new CellRenderer(d.now)
+  // The opening of each column's cell, escaped once: `<td class="cell" data-environment="prod">`.
+  const opening = d.environments.map((environment) => ({
+    plain: html`<td class="cell" data-environment="${environment}">`,
+    environment,
+  }))
   // Live updates (public/app.js) only for the board as it is now, not as it was at an instant.
   return html`<div class="live-bar" role="status" hidden></div><div class="table-wrap board-wrap" ${d.at === null ? html`data-live-board` : ''}><table class="board">
     <caption class="sr-only">What runs where: services by environment</caption>
     <thead><tr><th scope="col" class="service-col">Service</th>${d.environments.map((e) => html`<th scope="col">${e}</th>`)}</tr></thead>
     <tbody>${d.rows.map(
-      (row) => html`<tr data-service="${row.service}">
-        <th scope="row" class="service-col"><a href="${servicePath(row.service)}" title="${row.service}">${row.service}</a>${row.team ? html`<div class="hint">${row.team}</div>` : ''}</th>
-        ${row.entries.map(
-          (entry, i) =>
-            html`<td class="${cellClass(entry)}" data-environment="${d.environments[i] ?? ''}">${entryBody(entry, d.now)}</td>`,
-        )}
-      </tr>`,
+      (
+        row,
+      ) => html`<tr data-service="${row.service}"><th scope="row" class="service-col"><a href="${servicePath(row.service)}" title="${row.service}">${row.service}</a>${row.team ? html`<div class="hint">${row.team}</div>` : ''}</th>${row.entries.map(
+        (entry, i) => {
+          const open = opening[i]
+          const cls = cellClass(entry)
+          const td =
+            open && cls === 'cell'
+              ? open.plain
+              : html`<td class="${cls}" data-environment="${open?.environment ?? ''}">`
+          return html`${td}${cells.body(entry)}</td>`
+        },
+      )}</tr>
+`,
     )}</tbody>
   </table></div>`
 }

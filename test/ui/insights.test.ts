@@ -347,6 +347,35 @@ test('an event just acknowledged counts on the next page (read-your-writes)', as
   assert.match(textOf(page, 'figure-frequency'), /1 succeeded ÷ 7 days/, now)
 })
 
+test('a page read again after new deployments shows them (nothing stale is remembered), in any zone', async (t) => {
+  const ctx = await buildTestApp(t)
+  const { browser } = await userSession(ctx, ctx.tenant.account.id, 'di@example.com', 'member')
+  const service = 'a/b %2F <i>ü</i>'
+  const send = async (version: string) =>
+    assert.equal(
+      (await deploy(ctx.app, ctx.tenant.key, { service, environment: 'prod', version, status: 'Deployed' }))
+        .status,
+      201,
+    )
+  await send('1')
+  const path = (tz: string) => `/insights/?tz=${tz}&range=7&service=${encodeURIComponent(service)}`
+  for (const tz of ['UTC', 'Africa/Abidjan', 'UTC']) {
+    assert.match(textOf(await get(browser, path(tz)), 'figure-frequency'), /1 succeeded ÷ 7 days/, tz)
+  }
+  await send('2')
+  for (const tz of ['UTC', 'Africa/Abidjan']) {
+    assert.match(textOf(await get(browser, path(tz)), 'figure-frequency'), /2 succeeded ÷ 7 days/, tz)
+  }
+  const table = await get(browser, path('UTC'))
+  const today = /<th scope="row">[\s\S]*?<\/th>\s*<td class="num">(\d+)<\/td>/g
+  const counts = [...table.matchAll(today)].map((m) => Number(m[1]))
+  assert.equal(
+    counts.reduce((a, b) => a + b, 0),
+    2,
+    'the day table counts both',
+  )
+})
+
 test('an account without deployments gets an explanation, not an error', async (t) => {
   const ctx = await buildTestApp(t)
   const { browser } = await userSession(ctx, ctx.tenant.account.id, 'dee@example.com', 'member')

@@ -3,6 +3,7 @@
 import { type Kysely, sql } from 'kysely'
 import type { DB, DeploymentRow } from '../../db/schema.js'
 import { computeMetrics, firstStartKey, type Metrics, type MetricsWindow } from './metrics.js'
+import { cachePerHandle, derivedGeneration } from './read-cache.js'
 import { type Deployment, type DeploymentOutcome, outcomeAt } from './rules.js'
 import { rowToDeployment } from './store.js'
 
@@ -14,9 +15,6 @@ export interface BoardCell {
   /** The latest deployment that had started by then, and its outcome as it stood then. */
   latest: { deployment: Deployment; outcome: DeploymentOutcome } | null
 }
-
-/** Rows per `id in (…)` lookup. */
-const IDS_PER_STATEMENT = 500
 
 /** The columns of a deployment row, which the board reads twice (running and latest) in one join. */
 const DEPLOYMENT_COLUMNS = [
@@ -48,10 +46,24 @@ function prefixedRow(row: Record<string, unknown>, alias: 'r' | 'l'): Deployment
   ) as unknown as DeploymentRow
 }
 
+/** What a board cell reads from the database: the running and the latest deployment, as stored. */
+export interface BoardPair {
+  service: string
+  environment: string
+  running: Deployment | null
+  latest: Deployment | null
+}
+
+/** Recent boards as read, per database handle and account and instant, for one generation each. */
+const boardCache = cachePerHandle<readonly BoardPair[]>(16)
+/** Recent metrics windows, likewise. */
+const metricsCache = cachePerHandle<Metrics>(32)
+
 /**
  * Every service and environment of an account with what ran there at `at` (null: now). `now` and
- * `stallMs` decide whether an open deployment is stalled. One statement: the pairs with the ids of
- * their running and latest deployment, joined to both rows.
+ * `stallMs` decide whether an open deployment is stalled. The deployments come from boardPairs,
+ * remembered while the derivation's generation stands (read-cache.ts); the outcomes, which depend
+ * on the clock and the stall time, are worked out on every call.
  */
 export async function boardCells(
   db: Kysely<DB>,
@@ -59,27 +71,56 @@ export async function boardCells(
   at: number | null,
   options: { now: number; stallMs: number },
 ): Promise<BoardCell[]> {
+  const generation = await derivedGeneration(db)
+  const pairs = await boardCache(db).get(`${accountId}|${at ?? 'now'}`, generation, () =>
+    boardPairs(db, accountId, at),
+  )
+  return cellsOf(pairs, at ?? options.now, options.stallMs)
+}
+
+/** The plain computation boardCells remembers: the same cells, read from the database every time. */
+export async function boardCellsUncached(
+  db: Kysely<DB>,
+  accountId: number,
+  at: number | null,
+  options: { now: number; stallMs: number },
+): Promise<BoardCell[]> {
+  return cellsOf(await boardPairs(db, accountId, at), at ?? options.now, options.stallMs)
+}
+
+function cellsOf(pairs: readonly BoardPair[], instant: number, stallMs: number): BoardCell[] {
+  return pairs.map((p) => ({
+    service: p.service,
+    environment: p.environment,
+    running: p.running,
+    latest: p.latest ? { deployment: p.latest, outcome: outcomeThen(p.latest, instant, stallMs) } : null,
+  }))
+}
+
+/**
+ * One statement: the pairs with the ids of their running and latest deployment, joined to both
+ * rows. Pairs with neither are left out.
+ */
+async function boardPairs(db: Kysely<DB>, accountId: number, at: number | null): Promise<BoardPair[]> {
   const pairs = at === null ? pairsNow(accountId) : pairsAt(accountId, at)
   const { rows } = await sql<Record<string, unknown> & { service: string; environment: string }>`
     select p.service, p.environment, ${prefixedColumns('r')}, ${prefixedColumns('l')}
     from (${pairs}) p
     left join deployments r on r.id = p.running_id
     left join deployments l on l.id = p.latest_id`.execute(db)
-  const instant = at ?? options.now
-  const cells: BoardCell[] = []
+  const out: BoardPair[] = []
   for (const row of rows) {
     const runningRow = prefixedRow(row, 'r')
     const latestRow = prefixedRow(row, 'l')
     if (!runningRow && !latestRow) continue
-    const latest = latestRow ? rowToDeployment(latestRow) : null
-    cells.push({
+    out.push({
       service: row.service,
       environment: row.environment,
       running: runningRow ? rowToDeployment(runningRow) : null,
-      latest: latest ? { deployment: latest, outcome: outcomeThen(latest, instant, options.stallMs) } : null,
+      latest: latestRow ? rowToDeployment(latestRow) : null,
     })
   }
-  return cells
+  return out
 }
 
 /** A deployment's outcome as it stood at `at`: one that finished later was still open then. */
@@ -134,24 +175,60 @@ export async function serviceTimeline(
 }
 
 /**
- * The metrics of one window (SPEC §6.2) from the stored deployments: those that finished in the
- * window, the success that restored each failure (which may come after the window), and where each
- * counted version first started.
+ * The metrics of one window (SPEC §6.2), remembered while the derivation's generation stands
+ * (read-cache.ts): they depend on the stored deployments only, not on the clock. The result is
+ * shared between callers and must not be changed.
  */
 export async function metricsForWindow(
   db: Kysely<DB>,
   accountId: number,
   window: MetricsWindow,
 ): Promise<Metrics> {
+  const generation = await derivedGeneration(db)
+  // JSON keeps names with any character apart (no separator can be confused with a name).
+  const key = JSON.stringify([accountId, window.environment, window.service, window.from, window.to])
+  return metricsCache(db).get(key, generation, () => metricsForWindowUncached(db, accountId, window))
+}
+
+/**
+ * The plain computation metricsForWindow remembers: from the stored deployments, those that
+ * finished in the window, the success that restored each failure (which may come after the
+ * window), and where each counted version first started.
+ */
+export async function metricsForWindowUncached(
+  db: Kysely<DB>,
+  accountId: number,
+  window: MetricsWindow,
+): Promise<Metrics> {
+  // Each success comes with where its version first started (lead time): one primary-key lookup
+  // per row in the same statement, where a second round of VALUES lists of 500 pairs each cost
+  // half as much again as reading the window.
   let inWindow = db
-    .selectFrom('deployments')
-    .selectAll()
-    .where('account_id', '=', accountId)
-    .where('environment', '=', window.environment)
-    .where('finished_at', '>=', window.from)
-    .where('finished_at', '<', window.to)
-  if (window.service !== null) inWindow = inWindow.where('service', '=', window.service)
-  const counted = (await inWindow.orderBy('id').execute()).map(rowToDeployment)
+    .selectFrom('deployments as d')
+    .leftJoin('version_firsts as f', (join) =>
+      join
+        .onRef('f.account_id', '=', 'd.account_id')
+        .onRef('f.service', '=', 'd.service')
+        .onRef('f.version', '=', 'd.version')
+        .on('d.result', '=', 'succeeded'),
+    )
+    .selectAll('d')
+    .select(['f.deployment_id as first_id', 'f.started_at as first_started_at'])
+    .where('d.account_id', '=', accountId)
+    .where('d.environment', '=', window.environment)
+    .where('d.finished_at', '>=', window.from)
+    .where('d.finished_at', '<', window.to)
+  if (window.service !== null) inWindow = inWindow.where('d.service', '=', window.service)
+  const rows = await inWindow.orderBy('d.id').execute()
+  const counted = rows.map(rowToDeployment)
+  const firsts = new Map<string, { startedAt: number; id: number }>()
+  for (const r of rows) {
+    if (r.first_id === null || r.first_started_at === null) continue
+    firsts.set(firstStartKey(r.service, r.version), {
+      startedAt: Number(r.first_started_at),
+      id: Number(r.first_id),
+    })
+  }
 
   // What restored each failure or rolled-back deployment: the next success in its service.
   const restorers = new Map<number, Deployment>()
@@ -179,29 +256,6 @@ export async function metricsForWindow(
     if (next) restorers.set(next.id, rowToDeployment(next))
   }
 
-  const firsts = new Map<string, { startedAt: number; id: number }>()
-  const wanted = [...new Map(successes.map((d) => [firstStartKey(d.service, d.version), d])).values()]
-  for (let i = 0; i < wanted.length; i += IDS_PER_STATEMENT) {
-    const part = wanted.slice(i, i + IDS_PER_STATEMENT)
-    // A join with the wanted pairs as a VALUES list: one primary-key lookup each. (An OR of 500
-    // service-and-version pairs took SQLite some 400 ms to plan and run.)
-    const pairs = sql.join(part.map((d) => sql`(${d.service}, ${d.version})`))
-    const { rows } = await sql<{
-      service: string
-      version: string
-      deployment_id: number | string
-      started_at: number | string
-    }>`with wanted(service, version) as (values ${pairs})
-      select f.service, f.version, f.deployment_id, f.started_at from wanted
-      join version_firsts f on f.account_id = ${accountId} and f.service = wanted.service and f.version = wanted.version`.execute(
-      db,
-    )
-    for (const r of rows)
-      firsts.set(firstStartKey(r.service, r.version), {
-        startedAt: Number(r.started_at),
-        id: Number(r.deployment_id),
-      })
-  }
   return computeMetrics(window, [...counted, ...restorers.values()], firsts)
 }
 

@@ -5,6 +5,7 @@ import { type Static, Type } from 'typebox'
 import {
   accountEnvironments,
   accountServices,
+  type DayBucket,
   dayBuckets,
   daysBetween,
   deploymentsWithIds,
@@ -19,6 +20,7 @@ import {
   type RangeName,
   windowOf,
 } from '../../domain/deployments/insights.js'
+import type { Metrics } from '../../domain/deployments/metrics.js'
 import { metricsForWindow } from '../../domain/deployments/queries.js'
 import type { FieldError } from '../../domain/events/event.js'
 import { knownZone } from '../../domain/time-zones.js'
@@ -163,6 +165,30 @@ function readWindow(
   return { form, zone, zoneGiven, query, window, errors, status }
 }
 
+/**
+ * The per-day buckets of remembered metrics (queries.ts keeps one Metrics object per window while
+ * the deployments do not change): worked out once per object and day list, not on every request.
+ */
+const bucketMemory = new WeakMap<Metrics, Map<string, DayBucket[]>>()
+
+function bucketsOf(metrics: Metrics, window: InsightsWindow): DayBucket[] {
+  let byDays = bucketMemory.get(metrics)
+  if (!byDays) {
+    byDays = new Map()
+    bucketMemory.set(metrics, byDays)
+  }
+  // The days of a window are fixed by its bounds and the zone's offsets within them.
+  const key = window.days.map((d) => `${d.date}@${d.start}-${d.end}`).join(',')
+  let buckets = byDays.get(key)
+  if (!buckets) {
+    buckets = dayBuckets(metrics, window.days)
+    // A few zones per window at most; the map goes with the metrics it belongs to.
+    if (byDays.size >= 8) byDays.clear()
+    byDays.set(key, buckets)
+  }
+  return buckets
+}
+
 export const insightsRoutes: FastifyPluginAsync<UiContext> = async (plain, ctx) => {
   const app = plain.withTypeProvider<TypeBoxTypeProvider>()
   const { db } = ctx.database
@@ -231,7 +257,7 @@ export const insightsRoutes: FastifyPluginAsync<UiContext> = async (plain, ctx) 
           query: read.query,
           window: read.window,
           metrics,
-          buckets: dayBuckets(metrics, read.window.days),
+          buckets: bucketsOf(metrics, read.window),
         },
       }),
     )
