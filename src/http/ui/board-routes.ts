@@ -69,14 +69,6 @@ function single(query: Record<string, unknown>, name: string): string | undefine
   return value
 }
 
-const forbidden = () =>
-  new HttpProblem(
-    403,
-    'admin-only',
-    'Admins only',
-    'Only an admin of this account can do that. Ask one of them.',
-  )
-
 /** The service a path names: its one segment, or the `name` query under the dot-name segment. */
 function serviceName(segment: string, query: unknown): string {
   if (segment !== DOT_NAME_SEGMENT) return segment
@@ -96,11 +88,7 @@ export const boardRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app, ctx
   const { db } = ctx.database
   const sync = () => app.shiplog.deployments.current()
 
-  const admin = (request: FastifyRequest, reply: FastifyReply): SessionUser | null => {
-    const user = ctx.requireUser(request, reply)
-    if (user && user.role !== 'admin') throw forbidden()
-    return user
-  }
+  const admin = (request: FastifyRequest, reply: FastifyReply) => ctx.requireAdmin(request, reply)
 
   app.get('/services', async (request, reply) => {
     const q = request.url.indexOf('?')
