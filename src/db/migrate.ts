@@ -29,8 +29,8 @@ function provider(database: Database): MigrationProvider {
         '2026_11_26_0008_audit': auditSchema(database.dialect),
         '2026_11_26_0010_chain': chainSchema(),
         '2026_11_26_0011_oidc': oidcSchema(database.dialect),
-        '2026_11_26_0009_retention': retentionSchema(),
         '2026_11_27_0012_webhook_cursors': webhookCursors(database.dialect),
+        '2026_11_26_0009_retention': retentionSchema(),
       }
     },
   }
