@@ -238,9 +238,12 @@ export function topUpWebhook(
   options: { window?: number; now?: number } = {},
 ): Promise<TopUp> {
   const steps = topUpSteps(database, webhookId, options.window ?? QUEUE_WINDOW, options.now ?? Date.now())
-  return database.dialect === 'sqlite'
-    ? Promise.resolve().then(() => runSqlite(database, steps))
-    : runPostgres(database, steps)
+  if (database.dialect === 'postgres') return runPostgres(database, steps)
+  // Another transaction holds the one connection between two of its awaits (a settings change):
+  // beginning here would fail, and rolling back would undo that one. The next run tops up.
+  if (database.sqlite.inTransaction)
+    return Promise.resolve({ webhookId, ran: false, planned: 0, queued: 0, cursor: null })
+  return Promise.resolve().then(() => runSqlite(database, steps))
 }
 
 /** Tops up every enabled webhook whose cursor is behind derivation, one transaction each. */
