@@ -13,6 +13,7 @@ import { createWebhook, enableWebhook, listWebhooks } from '../../src/domain/web
 import { QUEUE_WINDOW } from '../../src/domain/webhooks/rules.js'
 import { WebhookSender } from '../../src/domain/webhooks/sender.js'
 import { buildTestApp, freshDatabaseUrl, TEST_SECRET, type TestApp, testDialect } from '../helper.js'
+import { createUserIn, login } from '../support/ui.js'
 import { startReceiver } from '../support/webhook-receiver.js'
 
 const ENV = { SHIPLOG_WEBHOOK_ALLOW_PRIVATE: '1', SHIPLOG_WEBHOOK_RETRY_BASE_MS: '1' }
@@ -146,6 +147,14 @@ test('a slow receiver leaves the cursor behind, not rows: the queue holds a wind
   const sample = (name: string) => Number(new RegExp(`^${name} (\\S+)$`, 'm').exec(scraped)?.[1])
   assert.equal(sample('shiplog_webhook_queue_depth_deliveries'), QUEUE_WINDOW)
   assert.equal(sample('shiplog_webhook_backlog_events'), 80 - QUEUE_WINDOW)
+  // Settings → Webhooks says so, on the list and on the webhook's delivery log.
+  await createUserIn(ctx.database, ctx.tenant.account.id, 'ada@example.com')
+  const admin = await login(ctx.app, 'ada@example.com')
+  for (const page of ['/settings/webhooks/', `/settings/webhooks/${webhook.id}/`]) {
+    const res = await admin.get(page)
+    assert.equal(res.statusCode, 200)
+    assert.ok(res.payload.includes(`${80 - QUEUE_WINDOW} events not yet queued`), page)
+  }
 
   // Once the receiver takes them, everything is delivered once, queued in event order.
   await sendUntil(sender(ctx), () => receiver.received.length, 80)
@@ -168,6 +177,7 @@ test('a slow receiver leaves the cursor behind, not rows: the queue holds a wind
     ),
     0,
   )
+  assert.ok(!(await admin.get('/settings/webhooks/')).payload.includes('not yet queued'))
 })
 
 test('a crash between top-ups: the restarted process sends every event once', async (t) => {
