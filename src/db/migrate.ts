@@ -12,6 +12,7 @@ import { auditSchema } from './migrations/2026_11_26_0008_audit.js'
 import { retentionSchema } from './migrations/2026_11_26_0009_retention.js'
 import { chainSchema } from './migrations/2026_11_26_0010_chain.js'
 import { oidcSchema } from './migrations/2026_11_26_0011_oidc.js'
+import { webhookCursors } from './migrations/2026_11_27_0012_webhook_cursors.js'
 
 function provider(database: Database): MigrationProvider {
   return {
@@ -28,6 +29,7 @@ function provider(database: Database): MigrationProvider {
         '2026_11_26_0008_audit': auditSchema(database.dialect),
         '2026_11_26_0010_chain': chainSchema(),
         '2026_11_26_0011_oidc': oidcSchema(database.dialect),
+        '2026_11_27_0012_webhook_cursors': webhookCursors(database.dialect),
         '2026_11_26_0009_retention': retentionSchema(),
       }
     },

@@ -180,6 +180,11 @@ export interface WebhooksTable {
   grafana_token: string | null
   /** Events up to this id existed before the webhook and never trigger it. */
   since_event_id: number
+  /**
+   * The cursor: events up to this id have been matched against the webhook and their deliveries
+   * queued (never beyond what deployment derivation has processed). The sender moves it.
+   */
+  queued_through: Generated<number>
   enabled: Generated<number>
   disabled_at: EpochMs | null
   failing_since: EpochMs | null

@@ -8,6 +8,7 @@ import type { EventSource, EventStatus } from '../db/schema.js'
 import type { CatchUpResult } from '../domain/deployments/store.js'
 import type { RecordOutcome } from '../domain/events/store.js'
 import type { TaskRunner } from '../domain/tasks.js'
+import { BACKLOG_COUNT_CAP, totalBacklog } from '../domain/webhooks/cursor.js'
 import { HttpProblem, methodNotAllowed, sendProblem } from './problem.js'
 
 /** How long the deployments-by-outcome figures are reused between scrapes (one grouped query each). */
@@ -190,7 +191,9 @@ export class Metrics {
     for (const outcome of WEBHOOK_OUTCOMES) this.#webhooks.inc({ outcome }, 0)
     new Gauge({
       name: 'shiplog_webhook_queue_depth_deliveries',
-      help: 'Webhook deliveries waiting to be sent (all instances: read from the database).',
+      help:
+        'Webhook deliveries queued and waiting to be sent, first time or again (all instances: read from the ' +
+        'database). Events a webhook has not queued yet are shiplog_webhook_backlog_events.',
       registers,
       async collect() {
         const read = self.#webhookQueueDepth
@@ -201,6 +204,20 @@ export class Metrics {
           return null
         })
         if (depth !== null) this.set(depth)
+      },
+    })
+    new Gauge({
+      name: 'shiplog_webhook_backlog_events',
+      help:
+        'Events that will trigger an enabled webhook but are not queued as deliveries yet (its cursor lags a ' +
+        `slow receiver), summed over webhooks, each counted up to ${BACKLOG_COUNT_CAP}.`,
+      registers,
+      async collect() {
+        const backlog = await totalBacklog(self.database).catch(() => {
+          self.#collectFailures.inc({ collector: 'webhook_backlog' })
+          return null
+        })
+        if (backlog !== null) this.set(backlog)
       },
     })
     new Gauge({

@@ -2,6 +2,7 @@
 // webhook's delivery log with a redeliver button.
 import type { DeliveryRow, WebhookRow } from '../db/schema.js'
 import type { Flash, SessionUser } from '../domain/sessions.js'
+import { BACKLOG_COUNT_CAP } from '../domain/webhooks/cursor.js'
 import { html, type SafeHtml } from './html.js'
 import { layout, timeTag } from './layout.js'
 
@@ -9,6 +10,8 @@ export interface WebhooksPageData {
   user: SessionUser
   csrfToken: string
   webhooks: WebhookRow[]
+  /** Events each webhook has not queued yet, by webhook id (counted up to BACKLOG_COUNT_CAP). */
+  backlogs?: ReadonlyMap<number, number>
   secret?: Flash['secret']
   notice?: string
   errors: string[]
@@ -38,6 +41,19 @@ export function webhookState(w: WebhookRow): SafeHtml {
   if (w.failing_since !== null)
     return html`<span class="webhook-state failing">failing since ${timeTag(Number(w.failing_since))}</span>`
   return html`<span class="webhook-state active">active</span>`
+}
+
+/**
+ * A webhook's cursor lagging its receiver, said plainly: these events will be sent, after the
+ * deliveries already queued.
+ */
+export function webhookBacklog(count: number | undefined): SafeHtml | string {
+  if (!count) return ''
+  const n =
+    count >= BACKLOG_COUNT_CAP
+      ? `${BACKLOG_COUNT_CAP.toLocaleString('en-US')}+`
+      : count.toLocaleString('en-US')
+  return html`<br><span class="webhook-backlog hint">${n} ${count === 1 ? 'event' : 'events'} not yet queued</span>`
 }
 
 function messages(d: {
@@ -111,7 +127,7 @@ export function webhooksPage(d: WebhooksPageData): SafeHtml {
       <td data-label="Sends on">${triggers(w)}</td>
       <td data-label="Environments">${names(w.environments)}</td>
       <td data-label="Services">${names(w.services)}</td>
-      <td data-label="State">${webhookState(w)}</td>
+      <td data-label="State">${webhookState(w)}${webhookBacklog(d.backlogs?.get(Number(w.id)))}</td>
       ${
         isAdmin
           ? html`<td>${
@@ -157,6 +173,8 @@ export interface DeliveryLogData {
   user: SessionUser
   csrfToken: string
   webhook: WebhookRow
+  /** Events it has not queued yet (counted up to BACKLOG_COUNT_CAP). */
+  backlog?: number
   deliveries: DeliveryRow[]
   next: number | null
   notice?: string
@@ -195,7 +213,7 @@ export function deliveryLogPage(d: DeliveryLogData): SafeHtml {
     csrfToken: d.csrfToken,
     body: html`<p><a href="/settings/webhooks/">← Webhooks</a></p>
       <h1>Deliveries</h1>
-      <p class="webhook-target"><code>${d.webhook.url}</code> (${d.webhook.format}) · ${webhookState(d.webhook)}</p>
+      <p class="webhook-target"><code>${d.webhook.url}</code> (${d.webhook.format}) · ${webhookState(d.webhook)}${webhookBacklog(d.backlog)}</p>
       ${d.notice ? html`<div class="notice" role="status"><p>${d.notice}</p></div>` : ''}
       ${
         d.deliveries.length === 0

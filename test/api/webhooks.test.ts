@@ -8,6 +8,7 @@ import { buildApp } from '../../src/app.js'
 import { openDatabase } from '../../src/db/connect.js'
 import type { DeliveryRow } from '../../src/db/schema.js'
 import { rebuildDeployments } from '../../src/domain/deployments/store.js'
+import { topUpWebhooks } from '../../src/domain/webhooks/cursor.js'
 import { createWebhook, deliveryLog, redeliver } from '../../src/domain/webhooks/queries.js'
 import { buildTestApp, freshDatabaseUrl, TEST_SECRET, type TestApp } from '../helper.js'
 import { deploy } from '../support/ui.js'
@@ -262,7 +263,9 @@ test('redirects, huge, slow and silent answers are failures in the log and the q
   await ctx.app.shiplog.deployments.current()
   // The app's own background sender may take some of them first: wait until each was tried once.
   let rows = await deliveries(ctx)
-  for (let i = 0; i < 100 && !rows.every((r) => Number(r.attempts) >= 1 && r.lease_until === null); i++) {
+  const tried = () =>
+    rows.length === 5 && rows.every((r) => Number(r.attempts) >= 1 && r.lease_until === null)
+  for (let i = 0; i < 100 && !tried(); i++) {
     await ctx.app.shiplog.webhooks.runOnce()
     rows = await deliveries(ctx)
     await new Promise((r) => setTimeout(r, 50))
@@ -322,6 +325,7 @@ test('a webhook that only failed for a day is disabled and gets no new deliverie
   assert.ok(after.disabled_at !== null)
   await send(ctx, 'api', '1.1', 'Deployed')
   await ctx.app.shiplog.deployments.current()
+  await topUpWebhooks(ctx.database)
   assert.equal((await deliveries(ctx)).length, 1)
 })
 
@@ -342,23 +346,32 @@ test('an event that commits late, below ids already derived, still triggers its 
       ctx.database.db,
     )
   }
-  // Ids 1000 and 1002 commit first and are derived; 1001 commits only afterwards (another
-  // instance's slower transaction on PostgreSQL).
-  await insert(1000, 'Deploying', at)
-  await insert(1002, 'Deployed', at + 2000)
+  // Ids 1 and 3 commit first and are derived; 2 commits only afterwards (another instance's slower
+  // transaction on PostgreSQL). Until it does, the webhook's cursor waits below it.
+  await insert(1, 'Deploying', at)
+  await insert(3, 'Deployed', at + 2000)
   await ctx.app.shiplog.deployments.current()
-  await insert(1001, 'Deploying', at + 1000)
+  await topUpWebhooks(ctx.database)
+  const cursor = async () =>
+    Number(
+      (await ctx.database.db.selectFrom('webhooks').select('queued_through').executeTakeFirstOrThrow())
+        .queued_through,
+    )
+  assert.equal(await cursor(), 1, 'the cursor stops short of the gap')
+  await insert(2, 'Deploying', at + 1000)
   await ctx.app.shiplog.deployments.current()
+  await topUpWebhooks(ctx.database)
+  assert.equal(await cursor(), 3)
   const rows = await deliveries(ctx)
   assert.deepEqual(
-    rows.map((r) => [Number(r.event_id), r.kind]).sort(),
+    rows.map((r) => [Number(r.event_id), r.kind]),
     [
-      [1000, 'status'],
-      [1001, 'status'],
-      [1002, 'outcome'],
-      [1002, 'status'],
+      [1, 'status'],
+      [2, 'status'],
+      [3, 'status'],
+      [3, 'outcome'],
     ],
-    'the late Deploying is queued like the others, and nothing twice',
+    'the late Deploying is queued like the others, in event order, and nothing twice',
   )
 })
 

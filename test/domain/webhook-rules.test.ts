@@ -5,7 +5,10 @@ import { createHmac } from 'node:crypto'
 import { test } from 'node:test'
 import type { DeploymentRow } from '../../src/db/schema.js'
 import {
+  candidateStatuses,
+  cursorBound,
   nextAttemptDelay,
+  nextCursor,
   plannedDeliveries,
   RETRY_WINDOW_MS,
   signatureHeader,
@@ -138,6 +141,36 @@ test('statuses, outcomes, filters and the creation point decide the deliveries',
     0,
   )
   assert.equal(new Set(ids.map((d) => d.delivery_id)).size, ids.length, 'each delivery its own id')
+})
+
+test('a top-up reads only the statuses that can trigger, and its cursor never passes a gap', () => {
+  const base: WebhookTrigger = {
+    id: 1,
+    accountId: 1,
+    statuses: [],
+    outcomes: [],
+    environments: [],
+    services: [],
+    sinceEventId: 0,
+  }
+  assert.deepEqual(candidateStatuses({ ...base, statuses: ['Deploying'] }), ['Deploying'])
+  assert.deepEqual(candidateStatuses({ ...base, outcomes: ['succeeded'] }), ['Deployed'])
+  assert.deepEqual(candidateStatuses({ ...base, outcomes: ['failed'] }), ['Failed'])
+  assert.deepEqual(
+    candidateStatuses({ ...base, statuses: ['Deploying'], outcomes: ['succeeded', 'failed'] }),
+    ['Deploying', 'Deployed', 'Failed'],
+  )
+  assert.deepEqual(candidateStatuses(base), [])
+
+  assert.equal(cursorBound(100, null), 100)
+  assert.equal(cursorBound(100, 60), 59, 'short of the first id derivation still waits for')
+  assert.equal(cursorBound(100, 101), 100)
+
+  // A full read may have left matches behind its last event; a short one saw all up to the bound.
+  assert.equal(nextCursor(10, 100, [{ id: 11 }, { id: 40 }], 2), 40)
+  assert.equal(nextCursor(10, 100, [{ id: 11 }], 2), 100)
+  assert.equal(nextCursor(10, 100, [], 2), 100)
+  assert.equal(nextCursor(50, 40, [], 2), 50, 'never backwards (a rebuild starts derivation again)')
 })
 
 test('retries back off with full jitter and stop a day after the first attempt', () => {

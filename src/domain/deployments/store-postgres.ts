@@ -2,7 +2,6 @@
 import { type RawBuilder, sql, type Transaction } from 'kysely'
 import type { PostgresHandle } from '../../db/connect.js'
 import type { DB, DeploymentRow } from '../../db/schema.js'
-import { plannedDeliveries, TRIGGER_COLUMN_LIST, type TriggerColumns, toTrigger } from '../webhooks/rules.js'
 import {
   type BatchStart,
   type BatchWrites,
@@ -107,33 +106,9 @@ async function deriveBatch(
   for (const [key, group] of await loadGroups(trx, unknown)) loaded.set(key, group)
   const writes = planBatch(start, regrouped, loaded, now)
   await write(trx, writes, gaps.length > 0, cache)
-  // Events that filled a gap (committed late, with a lower id) are new too: they trigger webhooks
-  // like the batch's (a delivery twice is impossible: one row per webhook, event and kind).
-  const arrived = gapEvents.length > 0 ? [...batch, ...gapEvents] : batch
-  if (arrived.length > 0) await queueDeliveries(trx, arrived, writes)
+  // Webhooks are not derivation's business: each webhook's sender queues its deliveries from a
+  // cursor bounded by `through` and the gaps written here (webhooks/cursor.ts).
   return { writes, generation }
-}
-
-/** Webhook deliveries are queued with the derivation that saw their events, in its transaction. */
-async function queueDeliveries(
-  trx: Transaction<DB>,
-  batch: StoredEvent[],
-  writes: BatchWrites,
-): Promise<void> {
-  const { rows } = await sql<TriggerColumns>`select ${sql.raw(TRIGGER_COLUMN_LIST)} from webhooks
-    where enabled = 1`.execute(trx)
-  if (rows.length === 0) return
-  const planned = plannedDeliveries(batch, writes.deployments, rows.map(toTrigger), Date.now())
-  for (let i = 0; i < planned.length; i += ROWS_PER_STATEMENT) {
-    const p = planned.slice(i, i + ROWS_PER_STATEMENT)
-    await sql`insert into webhook_deliveries (webhook_id, account_id, event_id, deployment_id, kind, delivery_id,
-        state, next_attempt_at, created_at)
-      select w, a, e, d, k, i, 'pending', n, c from unnest(${column(p, 'webhook_id')}::bigint[],
-        ${column(p, 'account_id')}::bigint[], ${column(p, 'event_id')}::bigint[], ${column(p, 'deployment_id')}::bigint[],
-        ${column(p, 'kind')}::text[], ${column(p, 'delivery_id')}::text[], ${column(p, 'next_attempt_at')}::bigint[],
-        ${column(p, 'created_at')}::bigint[]) as t(w, a, e, d, k, i, n, c)
-      on conflict (webhook_id, event_id, kind) do nothing`.execute(trx)
-  }
 }
 
 /**

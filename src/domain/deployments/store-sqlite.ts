@@ -2,7 +2,6 @@
 // run on the connection meanwhile), planned by derivation.ts.
 import type { SqliteHandle } from '../../db/connect.js'
 import type { DeploymentRow } from '../../db/schema.js'
-import { plannedDeliveries, TRIGGER_COLUMN_LIST, type TriggerColumns, toTrigger } from '../webhooks/rules.js'
 import {
   type BatchStart,
   type BatchWrites,
@@ -50,11 +49,6 @@ const SQL = {
   clearGaps: 'DELETE FROM deployment_gaps',
   insertGap: 'INSERT INTO deployment_gaps (from_id, to_id, seen_at) VALUES (?, ?, ?)',
   setThrough: 'UPDATE deployments_progress SET through = ? WHERE id = 1',
-  webhooks: `SELECT ${TRIGGER_COLUMN_LIST} FROM webhooks WHERE enabled = 1`,
-  insertDelivery:
-    'INSERT INTO webhook_deliveries (webhook_id, account_id, event_id, deployment_id, kind, delivery_id, state, ' +
-    "next_attempt_at, created_at) VALUES (?, ?, ?, ?, ?, ?, 'pending', ?, ?) " +
-    'ON CONFLICT (webhook_id, event_id, kind) DO NOTHING',
 } as const
 
 /**
@@ -183,25 +177,7 @@ function deriveBatch(
     for (const g of writes.gaps) insert.run(g.from_id, g.to_id, g.seen_at)
   }
   if (writes.through !== null) q(SQL.setThrough).run(writes.through)
-  // Webhook deliveries are queued with the derivation that saw their events, in its transaction.
-  // Events that filled a gap (committed late, with a lower id) are new too; one row per webhook,
-  // event and kind keeps any of them from being queued twice.
-  const arrived = gapEvents.length > 0 ? [...batch, ...gapEvents] : batch
-  if (arrived.length > 0) {
-    const webhooks = (q(SQL.webhooks).all() as TriggerColumns[]).map(toTrigger)
-    const insert = q(SQL.insertDelivery)
-    for (const d of plannedDeliveries(arrived, writes.deployments, webhooks, Date.now())) {
-      insert.run(
-        d.webhook_id,
-        d.account_id,
-        d.event_id,
-        d.deployment_id,
-        d.kind,
-        d.delivery_id,
-        d.next_attempt_at,
-        d.created_at,
-      )
-    }
-  }
+  // Webhooks are not derivation's business: each webhook's sender queues its deliveries from a
+  // cursor bounded by `through` and the gaps written here (webhooks/cursor.ts).
   return { writes, generation }
 }

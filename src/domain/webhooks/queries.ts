@@ -1,6 +1,6 @@
 // Webhooks and their delivery log in the database: create, list, delete, re-enable, redeliver.
 import { randomBytes } from 'node:crypto'
-import type { Kysely } from 'kysely'
+import { type Kysely, sql } from 'kysely'
 import type { DB, DeliveryRow, EventStatus, WebhookFormat, WebhookRow } from '../../db/schema.js'
 import { FORMATS, OUTCOMES, STATUSES } from './rules.js'
 import { sealSecret } from './secrets.js'
@@ -93,6 +93,8 @@ export async function createWebhook(
       secret: sealSecret(appSecret, secret),
       grafana_token: grafanaToken ? sealSecret(appSecret, grafanaToken) : null,
       since_event_id: Number(newest?.id ?? 0),
+      // Matched from the next event on: history is never replayed to a new webhook.
+      queued_through: Number(newest?.id ?? 0),
       created_by: input.createdBy,
       created_at: options.now ?? Date.now(),
     })
@@ -107,6 +109,7 @@ function normalizeWebhook(w: WebhookRow): WebhookRow {
     id: Number(w.id),
     account_id: Number(w.account_id),
     since_event_id: Number(w.since_event_id),
+    queued_through: Number(w.queued_through),
     enabled: Number(w.enabled),
     disabled_at: w.disabled_at === null ? null : Number(w.disabled_at),
     failing_since: w.failing_since === null ? null : Number(w.failing_since),
@@ -148,11 +151,23 @@ export async function deleteWebhook(db: Kysely<DB>, accountId: number, id: numbe
   return Number(result.numDeletedRows) > 0
 }
 
-/** Turns a disabled webhook back on; its failed deliveries stay failed (redeliver them one by one). */
+/**
+ * Turns a disabled webhook back on; its failed deliveries stay failed (redeliver them one by one).
+ * Like a new webhook, it is sent the events that arrive from now on: its cursor skips those that
+ * arrived while it was off (an enabled webhook keeps its cursor).
+ */
 export async function enableWebhook(db: Kysely<DB>, accountId: number, id: number): Promise<boolean> {
+  const newest = await db.selectFrom('events').select('id').orderBy('id', 'desc').limit(1).executeTakeFirst()
+  const now = Number(newest?.id ?? 0)
   const result = await db
     .updateTable('webhooks')
-    .set({ enabled: 1, disabled_at: null, failing_since: null })
+    .set({
+      enabled: 1,
+      disabled_at: null,
+      failing_since: null,
+      // SET reads the row as it was: only a webhook that was off moves its cursor.
+      queued_through: sql<number>`case when enabled = 0 and queued_through < ${now} then ${now} else queued_through end`,
+    })
     .where('account_id', '=', accountId)
     .where('id', '=', id)
     .executeTakeFirst()

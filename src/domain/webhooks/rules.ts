@@ -1,5 +1,6 @@
-// What a webhook is sent and how: which events trigger it, the delivery rows derivation queues,
-// the signature, the retry schedule and the three payload formats. Pure functions over plain values.
+// What a webhook is sent and how: which events trigger it, the delivery rows a top-up queues, how
+// far its cursor may go, the signature, the retry schedule and the three payload formats. Pure
+// functions over plain values.
 import { createHmac, randomUUID } from 'node:crypto'
 import type { DeliveryKind, DeploymentRow, EventStatus, WebhookFormat } from '../../db/schema.js'
 
@@ -14,7 +15,13 @@ export const RETRY_WINDOW_MS = 24 * 60 * 60 * 1000
 export const DISABLE_AFTER_MS = 24 * 60 * 60 * 1000
 const MAX_RETRY_DELAY_MS = 60 * 60 * 1000
 
-/** What derivation needs of a webhook to decide whether an event triggers it. */
+/**
+ * A webhook is topped up while fewer than this many of its deliveries wait for their first attempt:
+ * a slow receiver leaves its cursor behind rather than rows in the queue.
+ */
+export const QUEUE_WINDOW = 32
+
+/** What a top-up needs of a webhook to decide whether an event triggers it. */
 export interface WebhookTrigger {
   id: number
   accountId: number
@@ -77,10 +84,49 @@ export interface PlannedDelivery {
 }
 
 /**
- * The deliveries one derivation run queues: for each new event of the batch (never an older one
- * derived again), a `status` delivery to each webhook its status triggers, and an `outcome`
- * delivery to each webhook the outcome of the deployment it ended triggers. `deployments` are the
- * rows the run writes; the one an event ended names it as its finishing event.
+ * The statuses of the events that can trigger a webhook: those it is sent for, and the end events
+ * of the outcomes it is sent for (every Deployed or Failed event ends a deployment, with that
+ * outcome). Events of other statuses never trigger it, so a top-up need not read them.
+ */
+export function candidateStatuses(w: WebhookTrigger): EventStatus[] {
+  return STATUSES.filter(
+    (s) =>
+      w.statuses.includes(s) ||
+      (s === 'Deployed' && w.outcomes.includes('succeeded')) ||
+      (s === 'Failed' && w.outcomes.includes('failed')),
+  )
+}
+
+/**
+ * How far a webhook's cursor may go: up to the events derivation has processed, and short of the
+ * first gap it still waits on (an id handed out on PostgreSQL whose event has not committed yet:
+ * once it does, it is derived late and must still be matched).
+ */
+export function cursorBound(through: number, firstGap: number | null): number {
+  return firstGap === null ? through : Math.min(through, firstGap - 1)
+}
+
+/**
+ * Where the cursor stands after a top-up that read `read` events (in id order) of the `limit` it
+ * asked for, below `bound`: past the last one read when the limit cut the read short (more may
+ * match beyond it), else at the bound (nothing else up to it matches).
+ */
+export function nextCursor(
+  cursor: number,
+  bound: number,
+  read: readonly { id: number }[],
+  limit: number,
+): number {
+  const last = read.at(-1)
+  const next = read.length >= limit && last ? last.id : bound
+  return Math.max(cursor, next)
+}
+
+/**
+ * The deliveries a top-up queues for the events it read: for each event, a `status` delivery to
+ * each webhook its status triggers, and an `outcome` delivery to each webhook the outcome of the
+ * deployment it ended triggers. `deployments` must hold the deployment each event belongs to (the
+ * one an event ended names it as its finishing event).
  */
 export function plannedDeliveries(
   batch: readonly TriggeringEvent[],

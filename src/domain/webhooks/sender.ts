@@ -1,12 +1,14 @@
-// Sends queued webhook deliveries in the background: claims due ones under a lease (SKIP LOCKED on
-// PostgreSQL, so instances never send the same one), sends a few at a time, records each attempt,
-// retries with backoff, and disables a webhook that has only failed for a day.
+// Sends webhook deliveries in the background: tops up each webhook's queue from its cursor
+// (cursor.ts), claims due deliveries under a lease (SKIP LOCKED on PostgreSQL, so instances never
+// send the same one), sends a few at a time, records each attempt, retries with backoff, and
+// disables a webhook that has only failed for a day.
 import { request as httpRequest, type IncomingMessage } from 'node:http'
 import { request as httpsRequest } from 'node:https'
 import { sql } from 'kysely'
 import type { Database } from '../../db/connect.js'
 import type { DeliveryRow, DeploymentRow, EventRow, WebhookRow } from '../../db/schema.js'
 import type { Task } from '../tasks.js'
+import { topUpWebhooks } from './cursor.js'
 import {
   DISABLE_AFTER_MS,
   grafanaRequest,
@@ -153,7 +155,11 @@ export class WebhookSender {
     }
   }
 
-  /** Deliveries waiting to be sent, by every instance (the partial index of pending ones answers it). */
+  /**
+   * Deliveries queued and waiting to be sent (for the first time or again), by every instance; the
+   * partial index of pending ones answers it. Events a webhook has not queued yet (its cursor lags
+   * a slow receiver) are not deliveries yet: cursor.ts's totalBacklog counts those.
+   */
   async queueDepth(): Promise<number> {
     const row = await this.database.db
       .selectFrom('webhook_deliveries')
@@ -163,8 +169,9 @@ export class WebhookSender {
     return Number(row.n)
   }
 
-  /** Claims and sends the deliveries due now; returns how many it claimed. */
+  /** Queues what each webhook has room for, then claims and sends the deliveries due now; returns how many it claimed. */
   async runOnce(now = Date.now()): Promise<number> {
+    await topUpWebhooks(this.database, { now })
     const claimed = await this.#claim(now)
     const queue = [...claimed]
     const webhooks = new Map<number, Promise<WebhookRow | undefined>>()

@@ -4,6 +4,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify'
 import { Type } from 'typebox'
 import { recordAudit, webhookDetails, webhookLabel } from '../../domain/audit/log.js'
 import { type SessionUser, takeFlash } from '../../domain/sessions.js'
+import { webhookBacklogs } from '../../domain/webhooks/cursor.js'
 import {
   createWebhook,
   deleteWebhook,
@@ -75,12 +76,14 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app, c
     const user = ctx.requireUser(request, reply)
     if (!user) return reply
     const flash = await takeFlash(db, user)
+    const webhooks = await listWebhooks(db, user.accountId)
     return ctx.page(
       reply,
       webhooksPage({
         user,
         csrfToken: ctx.csrfToken(request, reply),
-        webhooks: await listWebhooks(db, user.accountId),
+        webhooks,
+        backlogs: await webhookBacklogs(ctx.database, webhooks),
         errors: [],
         ...(flash?.notice ? { notice: flash.notice } : {}),
         ...(flash?.secret ? { secret: flash.secret } : {}),
@@ -214,6 +217,7 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app, c
           user,
           csrfToken: ctx.csrfToken(request, reply),
           webhook,
+          backlog: (await webhookBacklogs(ctx.database, [webhook])).get(Number(webhook.id)) ?? 0,
           ...page,
           ...(flash?.notice ? { notice: flash.notice } : {}),
         }),
