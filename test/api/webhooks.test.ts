@@ -323,6 +323,17 @@ test('a webhook that only failed for a day is disabled and gets no new deliverie
     .executeTakeFirstOrThrow()
   assert.equal(Number(after.enabled), 0)
   assert.ok(after.disabled_at !== null)
+  // The audit log says Shiplog turned it off, and why, once.
+  const audit = await ctx.database.db
+    .selectFrom('audit_entries')
+    .selectAll()
+    .where('action', '=', 'webhook.disabled')
+    .execute()
+  assert.equal(audit.length, 1)
+  assert.equal(audit[0]?.actor_kind, 'system')
+  assert.equal(Number(audit[0]?.account_id), ctx.tenant.account.id)
+  assert.equal(audit[0]?.target, new URL(receiver.url).origin)
+  assert.match(String(audit[0]?.details), /failed for 24 hours/)
   await send(ctx, 'api', '1.1', 'Deployed')
   await ctx.app.shiplog.deployments.current()
   await topUpWebhooks(ctx.database)

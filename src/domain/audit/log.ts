@@ -33,6 +33,7 @@ export const AUDIT_ACTIONS = [
   'export.downloaded',
   'webhook.enabled',
   'webhook.redelivered',
+  'webhook.disabled',
 ] as const
 export type AuditAction = (typeof AUDIT_ACTIONS)[number]
 

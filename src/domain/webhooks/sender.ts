@@ -7,6 +7,7 @@ import { request as httpsRequest } from 'node:https'
 import { sql } from 'kysely'
 import type { Database } from '../../db/connect.js'
 import type { DeliveryRow, DeploymentRow, EventRow, WebhookRow } from '../../db/schema.js'
+import { recordAudit, SYSTEM_ACTOR, webhookLabel } from '../audit/log.js'
 import type { Task } from '../tasks.js'
 import { topUpWebhooks } from './cursor.js'
 import {
@@ -401,14 +402,28 @@ export class WebhookSender {
       .set({ failing_since: sql<number>`coalesce(failing_since, ${now})` })
       .where('id', '=', Number(webhook.id))
       .execute()
-    const disabled = await db
-      .updateTable('webhooks')
-      .set({ enabled: 0, disabled_at: now })
-      .where('id', '=', id)
-      .where('enabled', '=', 1)
-      .where('failing_since', '<=', now - DISABLE_AFTER_MS)
-      .executeTakeFirst()
-    if (Number(disabled.numUpdatedRows) > 0) {
+    // Disabled and audited together: the audit log says who turned a webhook off, Shiplog included.
+    const disabled = await db.transaction().execute(async (trx) => {
+      const done = await trx
+        .updateTable('webhooks')
+        .set({ enabled: 0, disabled_at: now })
+        .where('id', '=', id)
+        .where('enabled', '=', 1)
+        .where('failing_since', '<=', now - DISABLE_AFTER_MS)
+        .executeTakeFirst()
+      if (Number(done.numUpdatedRows) === 0) return false
+      await recordAudit(trx, {
+        accountId: Number(webhook.account_id),
+        actor: SYSTEM_ACTOR,
+        address: null,
+        action: 'webhook.disabled',
+        target: webhookLabel(webhook.url),
+        details: { id, reason: 'every delivery failed for 24 hours', error },
+        at: now,
+      })
+      return true
+    })
+    if (disabled) {
       this.options.log?.warn(
         fields,
         `webhook ${id} is disabled: its deliveries failed for 24 hours (re-enable it in Settings → Webhooks)`,

@@ -3,7 +3,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import { Type } from 'typebox'
 import { recordAudit, webhookDetails, webhookLabel } from '../../domain/audit/log.js'
-import { type SessionUser, takeFlash } from '../../domain/sessions.js'
+import { takeFlash } from '../../domain/sessions.js'
 import { webhookBacklogs } from '../../domain/webhooks/cursor.js'
 import {
   createWebhook,
@@ -57,18 +57,7 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app, c
   const { db } = ctx.database
   const { secret: appSecret, webhookAllowPrivate } = ctx.config
 
-  const admin = (request: FastifyRequest, reply: FastifyReply): SessionUser | null => {
-    const user = ctx.requireUser(request, reply)
-    if (user && user.role !== 'admin') {
-      throw new HttpProblem(
-        403,
-        'admin-only',
-        'Admins only',
-        'Only an admin of this account can do that. Ask one of them.',
-      )
-    }
-    return user
-  }
+  const admin = (request: FastifyRequest, reply: FastifyReply) => ctx.requireAdmin(request, reply)
 
   app.get('/settings/webhooks', async (_request, reply) => reply.redirect('/settings/webhooks/', 301))
 
