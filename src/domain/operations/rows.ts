@@ -103,19 +103,25 @@ export async function openSnapshot(database: Database): Promise<Snapshot> {
   }
   return {
     async *batches(table, after, size = DEFAULT_BATCH_ROWS) {
-      let last = after
-      for (;;) {
-        const result = await client.query<Row>({
-          text: numbered(batchQuery(table, last !== null)),
-          values: [...(last ?? []), size],
+      const read = (from: unknown[] | null): Promise<pg.QueryResult<Row>> => {
+        const query = client.query<Row>({
+          text: numbered(batchQuery(table, from !== null)),
+          values: [...(from ?? []), size],
           rowMode: 'array',
           query_timeout: LONG_QUERY_MS,
         } as pg.QueryConfig)
-        const rows = result.rows
+        // Awaited below; a consumer that stops early leaves it to finish unread.
+        query.catch(() => {})
+        return query
+      }
+      let next: Promise<pg.QueryResult<Row>> | null = read(after)
+      while (next) {
+        const rows: Row[] = (await next).rows
         if (rows.length === 0) return
-        last = keyOf(table, rows[rows.length - 1] as Row)
+        // The next batch is asked for before this one is handed over: the server reads it while
+        // the caller works on this one.
+        next = rows.length < size ? null : read(keyOf(table, rows[rows.length - 1] as Row))
         yield rows
-        if (rows.length < size) return
       }
     },
     async sequenceValue(table) {
