@@ -6,6 +6,7 @@ import { plannedDeliveries, TRIGGER_COLUMN_LIST, type TriggerColumns, toTrigger 
 import {
   type BatchStart,
   type BatchWrites,
+  CATCH_UP_BATCH,
   EVENT_COLUMN_LIST,
   type EventColumns,
   type GapRow,
@@ -20,6 +21,9 @@ import {
   toStoredEvent,
 } from './derivation.js'
 import type { DerivationCache } from './state-cache.js'
+
+/** The page cache (negative: KiB) of a run above CATCH_UP_BATCH events; SQLite's default is 2 MB. */
+const BIG_RUN_CACHE_KIB = -65536
 
 const SQL = {
   lock: 'UPDATE deployments_progress SET generation = generation + 1 WHERE id = 1 RETURNING generation',
@@ -40,6 +44,19 @@ const SQL = {
     'ON CONFLICT (id) DO UPDATE SET finished_at = excluded.finished_at, result = excluded.result, instant = excluded.instant, ' +
     'finish_event_id = excluded.finish_event_id, rollback = excluded.rollback, rolled_back = excluded.rolled_back, ' +
     'deployer = excluded.deployer, api_key_name = excluded.api_key_name, event_ids = excluded.event_ids',
+  // A deployment first seen in this run: nothing stored to conflict with.
+  insertDeployment:
+    'INSERT INTO deployments (id, account_id, service, environment, version, started_at, finished_at, result, instant, ' +
+    'finish_event_id, rollback, rolled_back, deployer, api_key_name, event_ids) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)',
+  // A stored open deployment that this run closed: the finishing columns change, and with them the
+  // entries of the indexes over them.
+  closeDeployment:
+    'UPDATE deployments SET finished_at = ?, result = ?, finish_event_id = ?, rollback = ?, rolled_back = ?, ' +
+    'deployer = ?, api_key_name = ?, event_ids = ? WHERE id = ?',
+  // Any other change to a stored deployment (a retry folded into an open one, a finished one rolled
+  // back) sets only columns no index covers, so SQLite rewrites the row alone.
+  touchDeployment:
+    'UPDATE deployments SET rolled_back = ?, deployer = ?, api_key_name = ?, event_ids = ? WHERE id = ?',
   upsertFirst:
     'INSERT INTO version_firsts (account_id, service, version, deployment_id, started_at) VALUES (?, ?, ?, ?, ?) ' +
     'ON CONFLICT (account_id, service, version) DO UPDATE SET deployment_id = excluded.deployment_id, ' +
@@ -70,6 +87,13 @@ export function catchUpSqlite(
 ): BatchWrites {
   const { synchronous } = database.prepare('pragma synchronous').get() as { synchronous: number }
   database.prepare('pragma synchronous = normal').run()
+  // A large run dirties thousands of index pages; past the cache (2 MB by default) SQLite would
+  // write them to the WAL before the commit, and again at the commit if they change once more.
+  const cacheSize =
+    limit > CATCH_UP_BATCH
+      ? (database.prepare('pragma cache_size').get() as { cache_size: number }).cache_size
+      : null
+  if (cacheSize !== null) database.sqlite.exec(`pragma cache_size = ${BIG_RUN_CACHE_KIB}`)
   try {
     database.prepare('begin immediate').run()
     try {
@@ -83,6 +107,7 @@ export function catchUpSqlite(
       throw err
     }
   } finally {
+    if (cacheSize !== null) database.sqlite.exec(`pragma cache_size = ${Number(cacheSize)}`)
     database.prepare(`pragma synchronous = ${Number(synchronous)}`).run()
   }
 }
@@ -151,8 +176,58 @@ function deriveBatch(
 
   const writes = planBatch(start, regrouped, loaded, now)
   for (const g of writes.deleteGroups) q(SQL.deleteGroup).run(g.accountId, g.service, g.environment)
+  // Which statement a row needs follows from where derivation stood: a deployment opened by an
+  // event after `through` is not stored yet (unless its group was derived again, deleted above, where
+  // every row is written whole); one closed by such an event was stored open.
+  const regroupedKeys = writes.deleteGroups.length > 0 ? new Set(writes.deleteGroups.map(groupIdKey)) : null
+  const insert = q(SQL.insertDeployment)
+  const close = q(SQL.closeDeployment)
+  const touch = q(SQL.touchDeployment)
   const upsert = q(SQL.upsertDeployment)
   for (const d of writes.deployments) {
+    if (d.id > through) {
+      insert.run(
+        d.id,
+        d.account_id,
+        d.service,
+        d.environment,
+        d.version,
+        d.started_at,
+        d.finished_at,
+        d.result,
+        d.instant,
+        d.finish_event_id,
+        d.rollback,
+        d.rolled_back,
+        d.deployer,
+        d.api_key_name,
+        d.event_ids,
+      )
+      continue
+    }
+    if (
+      regroupedKeys === null ||
+      !regroupedKeys.has(
+        groupIdKey({ accountId: d.account_id, service: d.service, environment: d.environment }),
+      )
+    ) {
+      if (d.finish_event_id !== null && d.finish_event_id > through) {
+        close.run(
+          d.finished_at,
+          d.result,
+          d.finish_event_id,
+          d.rollback,
+          d.rolled_back,
+          d.deployer,
+          d.api_key_name,
+          d.event_ids,
+          d.id,
+        )
+      } else {
+        touch.run(d.rolled_back, d.deployer, d.api_key_name, d.event_ids, d.id)
+      }
+      continue
+    }
     upsert.run(
       d.id,
       d.account_id,
