@@ -9,6 +9,7 @@ import { parseArgs } from 'node:util'
 import { parseDatabaseUrl } from '../../dist/config.js'
 import { openDatabase } from '../../dist/db/connect.js'
 import {
+  BACKLOG_BATCH,
   catchUpDeployments,
   rebuildDeployments,
   resetDeployments,
@@ -43,7 +44,7 @@ try {
     const stop = events - steady
     let derived = 0
     while (derived < stop) {
-      const r = await catchUpDeployments(database, { limit: Math.min(stop - derived, 1000) })
+      const r = await catchUpDeployments(database, { limit: Math.min(stop - derived, BACKLOG_BATCH) })
       derived += r.events
       if (r.events === 0) break
     }
