@@ -196,19 +196,24 @@ export function lateGroups(start: BatchStart): GroupId[] {
   return [...groups.values()]
 }
 
+/** A group the batch touches that is derived on from where it stood, and its events of the batch. */
+export interface IncrementalGroup {
+  /** groupIdKey(group) */
+  key: string
+  group: GroupId
+  events: StoredEvent[]
+}
+
 /** The batch's other events by group, in id order. */
-export function incrementalGroups(
-  start: BatchStart,
-  late: readonly GroupId[],
-): { group: GroupId; events: StoredEvent[] }[] {
+export function incrementalGroups(start: BatchStart, late: readonly GroupId[]): IncrementalGroup[] {
   const skip = late.length > 0 ? new Set(late.map(groupIdKey)) : null
-  const groups = new Map<string, { group: GroupId; events: StoredEvent[] }>()
+  const groups = new Map<string, IncrementalGroup>()
   for (const event of start.batch) {
     const key = groupIdKey(event)
     let entry = groups.get(key)
     if (!entry) {
       if (skip?.has(key)) continue
-      entry = { group: groupOf(event), events: [] }
+      entry = { key, group: groupOf(event), events: [] }
       groups.set(key, entry)
     }
     entry.events.push(event)
@@ -225,6 +230,10 @@ export function planBatch(
   regrouped: ReadonlyMap<string, { group: GroupId; events: StoredEvent[] }>,
   loaded: ReadonlyMap<string, LoadedGroup>,
   now: number,
+  incremental: readonly IncrementalGroup[] = incrementalGroups(
+    start,
+    [...regrouped.values()].map((r) => r.group),
+  ),
 ): BatchWrites {
   const writes: BatchWrites = {
     deleteGroups: [],
@@ -259,11 +268,8 @@ export function planBatch(
     })
   }
 
-  for (const { group, events } of incrementalGroups(
-    start,
-    [...regrouped.values()].map((r) => r.group),
-  )) {
-    const entry: LoadedGroup = loaded.get(groupIdKey(group)) ?? {
+  for (const { key, group, events } of incremental) {
+    const entry: LoadedGroup = loaded.get(key) ?? {
       state: emptyGroupState(),
       latestId: 0,
       headRunningId: undefined,
@@ -281,7 +287,7 @@ export function planBatch(
       entry.headRunningId = runningId
     }
     entry.latestId = latest
-    writes.states.set(groupIdKey(group), entry)
+    writes.states.set(key, entry)
   }
   writes.deployments = [...changed.values()]
     .map((c) => deploymentToRow(c.accountId, c.deployment))
