@@ -4,9 +4,9 @@ import type { SqliteHandle } from '../../db/connect.js'
 import type { DeploymentRow } from '../../db/schema.js'
 import { plannedDeliveries, TRIGGER_COLUMN_LIST, type TriggerColumns, toTrigger } from '../webhooks/rules.js'
 import {
+  BACKLOG_BATCH,
   type BatchStart,
   type BatchWrites,
-  CATCH_UP_BATCH,
   type GapRow,
   type GroupId,
   groupIdKey,
@@ -19,7 +19,7 @@ import {
 } from './derivation.js'
 import type { DerivationCache } from './state-cache.js'
 
-/** The page cache (negative: KiB) of a run above CATCH_UP_BATCH events; SQLite's default is 2 MB. */
+/** The page cache (negative: KiB) of a run of BACKLOG_BATCH events; SQLite's default is 2 MB. */
 const BIG_RUN_CACHE_KIB = -65536
 
 /**
@@ -92,10 +92,12 @@ export function catchUpSqlite(
 ): BatchWrites {
   const { synchronous } = database.prepare('pragma synchronous').get() as { synchronous: number }
   database.prepare('pragma synchronous = normal').run()
-  // A large run dirties thousands of index pages; past the cache (2 MB by default) SQLite would
-  // write them to the WAL before the commit, and again at the commit if they change once more.
+  // A backlog's run dirties thousands of index pages; past the cache (2 MB by default) SQLite would
+  // write them to the WAL before the commit, and again at the commit if they change once more. Only
+  // those runs get a larger cache: shrinking it back empties it, so the connection's next reads
+  // (and the next run) would read their pages again.
   const cacheSize =
-    limit > CATCH_UP_BATCH
+    limit >= BACKLOG_BATCH
       ? (database.prepare('pragma cache_size').get() as { cache_size: number }).cache_size
       : null
   if (cacheSize !== null) database.sqlite.exec(`pragma cache_size = ${BIG_RUN_CACHE_KIB}`)
