@@ -11,6 +11,10 @@
 //   no version twice, and nothing else but requests cut off when a run stopped (acknowledged means
 //   stored, and stored means sent once). Then, on the same server, POST /deploy again with three
 //   webhooks (json, slack, grafana) aimed at a local receiver that answers each delivery only after
+//   BENCH_DERIVE_ONLY=1      in the insights part, stop after deriving (no server, no pages): a quick
+//                            way to measure derivation alone, e.g. with BENCH_INSIGHTS_ROWS=200000
+//   BENCH_DERIVE_STEADY      events derived again after the rebuild as under ingest, in runs of
+//                            BENCH_DERIVE_RUN (default 300), their CPU reported apart (default 50000; 0: off)
 //   BENCH_WEBHOOK_DELAY_MS: its rate and the server's CPU per answer are compared with the run
 //   without webhooks (issue 12: within 5 %).
 // export - for each size in BENCH_EXPORT_ROWS and each database: a fresh SQLite file / PostgreSQL
@@ -124,6 +128,12 @@ const insightsSize = parts.has('insights')
   ? positive('BENCH_INSIGHTS_ROWS', quick ? 20_000 : 1_000_000)
   : null
 const insightsSettleSeconds = positive('BENCH_INSIGHTS_SETTLE_SECONDS', quick ? 30 : 900)
+const deriveOnly = process.env.BENCH_DERIVE_ONLY === '1' || process.env.BENCH_DERIVE_ONLY === 'true'
+const deriveSteady =
+  process.env.BENCH_DERIVE_STEADY === '0'
+    ? 0
+    : Math.min(positive('BENCH_DERIVE_STEADY', quick ? 5_000 : 50_000), Math.floor((insightsSize ?? 0) / 2))
+const deriveRun = positive('BENCH_DERIVE_RUN', 300)
 const startupRuns = positive('BENCH_STARTUP_RUNS', quick ? 3 : 11)
 const pageCaseSeconds = positive('BENCH_PAGE_SECONDS', quick ? 10 : 30)
 const webhookDelayMs = positive('BENCH_WEBHOOK_DELAY_MS', 2000)
@@ -218,16 +228,16 @@ function limitFor() {
   // Seeding and copying, at a pessimistic 10,000 events a second each.
   if (parts.has('copy'))
     seconds += 60 + (2 * positive('BENCH_COPY_ROWS', quick ? 20_000 : 1_000_000)) / 10_000
-  // Set-up, seeding, deriving (about 30 µs of wall time an event at worst), the server's background
-  // catch-up and nine page cases.
+  // Set-up, seeding, deriving twice (about 30 µs of wall time an event at worst; keeping up at most
+  // 200 µs an event), the server's background catch-up and nine page cases.
   if (insightsSize !== null)
     seconds +=
       readDialects.length *
       (90 +
         seedLimitSeconds(insightsSize) +
-        insightsSize / 30_000 +
-        insightsSettleSeconds +
-        9 * (pageCaseSeconds + 35))
+        (2 * insightsSize) / 30_000 +
+        deriveSteady / 5_000 +
+        (deriveOnly ? 0 : insightsSettleSeconds + 9 * (pageCaseSeconds + 35)))
   const sizes = new Set([...exportSizes, ...(pagesSize === null ? [] : [pagesSize])])
   for (const n of sizes) {
     let perDialect = 60 + seedLimitSeconds(n)
@@ -786,6 +796,9 @@ try {
       n: insightsSize,
       keepDir: process.env.BENCH_INSIGHTS_KEEP || null,
       settleSeconds: insightsSettleSeconds,
+      deriveOnly,
+      steady: deriveSteady,
+      runSize: deriveRun,
       requests: pageRequests,
       caseSeconds: pageCaseSeconds,
     })
@@ -1041,13 +1054,20 @@ if (insights) {
         `(budget ${DERIVE_TARGET_US} µs: ${d.usPerEvent <= DERIVE_TARGET_US ? 'met' : 'NOT met'}); ` +
         `${num(d.events)} events in ${num(d.seconds, 1)} s, one process, no HTTP`,
     )
+    if (d.steadyEvents)
+      console.log(
+        `  ${d.target}, keeping up: ${num(d.steadyUsPerEvent, 2)} µs of CPU per event for the last ` +
+          `${num(d.steadyEvents)} events derived again in ${num(d.steadyRuns)} runs of ${num(deriveRun)}, ` +
+          `as the background task does under ingest`,
+      )
   }
   console.log('')
   console.log(renderTable(insightsHeader, insightsTable))
   console.log('')
   console.log(
     'Derivation: `shiplog deployments rebuild` done in a process of its own (bench/lib/derive-child.mjs); its ' +
-      'user+system CPU divided by the events (on PostgreSQL the database server is not counted). Pages: timed ' +
+      'user+system CPU divided by the events (on PostgreSQL the database server is not counted); keeping up: ' +
+      'the same process derives all but the last events again, then those in small runs. Pages: timed ' +
       'like the /logs/ pages above; each must answer 200 and show what the seeded history predicts.',
   )
 }

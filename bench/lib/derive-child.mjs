@@ -1,28 +1,71 @@
 // Derives every deployment of a seeded database from its events, in this process alone, and prints
 // the CPU it took: the per-event cost of deriving deployments, measured without HTTP (the way
 // docs/PERFORMANCE.md measures the cost of inserting an event). Run by bench/lib/insights.mjs.
+//
+// With `--steady N` it also measures keeping up: the history is rebuilt except its last N events,
+// then those are derived in runs of `--run R` events (default 300), as the background task does
+// while ingest goes on, and the CPU of those runs alone is reported as well.
+import { parseArgs } from 'node:util'
 import { parseDatabaseUrl } from '../../dist/config.js'
 import { openDatabase } from '../../dist/db/connect.js'
-import { rebuildDeployments } from '../../dist/domain/deployments/store.js'
+import {
+  BACKLOG_BATCH,
+  catchUpDeployments,
+  rebuildDeployments,
+  resetDeployments,
+} from '../../dist/domain/deployments/store.js'
 
-const url = process.argv[2]
+const { values, positionals } = parseArgs({
+  allowPositionals: true,
+  options: { steady: { type: 'string' }, run: { type: 'string' } },
+})
+const url = positionals[0]
 if (!url) {
-  console.error('usage: node bench/lib/derive-child.mjs DATABASE_URL')
+  console.error('usage: node bench/lib/derive-child.mjs [--steady N [--run R]] DATABASE_URL')
   process.exit(2)
 }
+const steady = Number(values.steady ?? 0)
+const runSize = Number(values.run ?? 300)
 const database = openDatabase(parseDatabaseUrl(url))
+
+function cpuMs(since) {
+  const cpu = process.cpuUsage(since)
+  return (cpu.user + cpu.system) / 1000
+}
+
 try {
   const before = process.cpuUsage()
   const t0 = performance.now()
   const events = await rebuildDeployments(database)
-  const cpu = process.cpuUsage(before)
-  console.log(
-    JSON.stringify({
-      events,
-      cpuMs: (cpu.user + cpu.system) / 1000,
-      seconds: (performance.now() - t0) / 1000,
-    }),
-  )
+  const result = { events, cpuMs: cpuMs(before), seconds: (performance.now() - t0) / 1000 }
+  if (steady > 0) {
+    // Derive all but the last `steady` events (in the rebuild's own way), then time the rest.
+    await resetDeployments(database)
+    const stop = events - steady
+    let derived = 0
+    while (derived < stop) {
+      const r = await catchUpDeployments(database, { limit: Math.min(stop - derived, BACKLOG_BATCH) })
+      derived += r.events
+      if (r.events === 0) break
+    }
+    const start = process.cpuUsage()
+    const t1 = performance.now()
+    let caughtUp = 0
+    let runs = 0
+    for (;;) {
+      const r = await catchUpDeployments(database, { limit: runSize })
+      caughtUp += r.events
+      runs++
+      if (!r.more && r.events === 0) break
+    }
+    Object.assign(result, {
+      steadyEvents: caughtUp,
+      steadyRuns: runs,
+      steadyCpuMs: cpuMs(start),
+      steadySeconds: (performance.now() - t1) / 1000,
+    })
+  }
+  console.log(JSON.stringify(result))
 } finally {
   await database.close()
 }

@@ -166,6 +166,7 @@ function percentile(sorted, p) {
  * @property {Array<() => Promise<void>>} cleanups
  * @property {Array<'sqlite' | 'postgres'>} dialects @property {string} pgServerUrl
  * @property {string} serverLogLevel @property {number} n @property {number} requests
+ * @property {boolean} deriveOnly @property {number} steady @property {number} runSize
  * @property {number} caseSeconds
  * @property {number} [settleSeconds] how long to wait at most for the server's background catch-up
  * @property {string | null} [keepDir] BENCH_INSIGHTS_KEEP: seed and derive once into this directory
@@ -281,19 +282,27 @@ async function oneDatabase(o, dialect, label, derivations, pageRows) {
       process.stderr.write(` in ${((performance.now() - t0) / 1000).toFixed(1)} s\n`)
       if (count !== o.n) throw new Error(`the database holds ${count} events after seeding ${o.n}`)
 
-      const out = await runNode([join(o.root, 'bench', 'lib', 'derive-child.mjs'), databaseUrl], {
-        env,
-        cwd: o.root,
-        timeoutMs: 30 * 60_000,
-      })
+      const deriveArgs = o.steady > 0 ? ['--steady', String(o.steady), '--run', String(o.runSize)] : []
+      const out = await runNode(
+        [join(o.root, 'bench', 'lib', 'derive-child.mjs'), ...deriveArgs, databaseUrl],
+        {
+          env,
+          cwd: o.root,
+          timeoutMs: 30 * 60_000,
+        },
+      )
       const derived = JSON.parse(out.trim().split('\n').at(-1) ?? '{}')
       const usPerEvent = (derived.cpuMs * 1000) / derived.events
-      derivations.push({ target: dialect, n: o.n, ...derived, usPerEvent })
+      const steadyUsPerEvent = derived.steadyEvents ? (derived.steadyCpuMs * 1000) / derived.steadyEvents : null
+      derivations.push({ target: dialect, n: o.n, ...derived, usPerEvent, steadyUsPerEvent })
       process.stderr.write(
         `  ${label}: derived deployments of ${derived.events.toLocaleString('en-US')} events: ` +
-          `${usPerEvent.toFixed(2)} µs CPU per event (${derived.seconds.toFixed(1)} s)\n`,
+          `${usPerEvent.toFixed(2)} µs CPU per event (${derived.seconds.toFixed(1)} s)` +
+          `${steadyUsPerEvent === null ? '' : `; keeping up in runs of ${o.runSize}: ${steadyUsPerEvent.toFixed(2)} µs`}\n`,
       )
       if (derived.events !== o.n) throw new Error(`derivation took ${derived.events} of ${o.n} events`)
+      if (o.steady > 0 && derived.steadyEvents !== o.steady)
+        throw new Error(`keeping up derived ${derived.steadyEvents} of the last ${o.steady} events`)
       if (dialect === 'postgres') {
         // This server runs without autovacuum; in production it would have analysed the tables
         // the derivation just filled (as the seed's own VACUUM ANALYZE does for the events), and
@@ -308,6 +317,7 @@ async function oneDatabase(o, dialect, label, derivations, pageRows) {
       }
       if (metaFile) writeFileSync(metaFile, JSON.stringify({ endMs, secret: env.SHIPLOG_SECRET, derived }))
     }
+    if (o.deriveOnly) return
 
     const server = await startServer({
       name: `shiplog serve (${label} insights)`,

@@ -444,3 +444,67 @@ test('two instances deriving in turn, each remembering its own groups, store exa
     { numRuns: 25 },
   )
 })
+
+const hostileEvent = fc.record({
+  account: fc.integer({ min: 0, max: 2 }),
+  service: fc.constantFrom('api', 'API', 'wéb 1/2', "o'brien; drop", 'a,b', '💥', 'x\u00a0y'),
+  environment: fc.constantFrom('prod', 'staging', 'Prod'),
+  version: fc.constantFrom('1.0', '1.1', '2.0', '1,0'),
+  status: fc.constantFrom<EventStatus>('Deploying', 'Deploying', 'Deployed', 'Failed'),
+})
+
+test('events committing in any order, in small batches, derived in runs of any size (large ones too), store exactly the plain derivation', async (t) => {
+  // Each event gets its id up front, as PostgreSQL hands ids out before commit; they then commit in
+  // a random order, a few at a time, with derivation runs in between: an event below ids already
+  // derived arrives late and its service and environment is derived again, beside groups derived on
+  // from where they stood. Three accounts, names that differ only in case, commas and quotes.
+  const ctx = await buildTestApp(t)
+  const second = await ctx.addTenant('Second')
+  const third = await ctx.addTenant('Third')
+  const accounts = [ctx.tenant.account.id, second.account.id, third.account.id]
+  let base = 1
+  const at = Date.UTC(2026, 0, 1)
+  await fc.assert(
+    fc.asyncProperty(
+      fc
+        .array(fc.tuple(hostileEvent, fc.nat(1000)), { minLength: 1, maxLength: 40 })
+        .chain((events) =>
+          fc.tuple(
+            fc.constant(events),
+            fc.array(fc.tuple(fc.integer({ min: 1, max: 6 }), fc.constantFrom(1, 2, 3, 7, 1000, 5000)), {
+              minLength: 1,
+              maxLength: 12,
+            }),
+          ),
+        ),
+      async ([events, rounds]) => {
+        await ctx.database.db.deleteFrom('events').execute()
+        await rebuildDeployments(ctx.database)
+        base += 100
+        // Commit order: by the random key, ties by id.
+        const order = events
+          .map(([event, key], i) => ({ event, key, id: base + i }))
+          .sort((a, b) => a.key - b.key || a.id - b.id)
+        let next = 0
+        for (const [size, limit] of rounds) {
+          const chunk = order.slice(next, next + size)
+          next += size
+          for (const c of chunk)
+            await insertEvents(ctx.database, accounts, [c.event], at + (c.id - base) * 1000, [c.id])
+          await catchUpDeployments(ctx.database, { limit })
+        }
+        for (const c of order.slice(next))
+          await insertEvents(ctx.database, accounts, [c.event], at + (c.id - base) * 1000, [c.id])
+        await drain(ctx.database, 3)
+        const want = await expected(ctx.database)
+        assert.deepEqual(await stored(ctx.database), want)
+        await checkHeads(ctx.database, want)
+        await checkFirsts(ctx.database, want)
+      },
+    ),
+    {
+      numRuns: Number(process.env.SHIPLOG_FUZZ_RUNS ?? 25),
+      seed: Number(process.env.SHIPLOG_FUZZ_SEED ?? 67),
+    },
+  )
+})

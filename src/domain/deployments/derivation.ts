@@ -14,6 +14,14 @@ import {
 export const CATCH_UP_BATCH = 1000
 
 /**
+ * Events derived per run while a backlog remains (a rebuild, or catching up after a burst). Most of
+ * a run's cost is writing each index page it dirtied, and with services at random nearly every run
+ * dirties one page per service and environment in each index ordered by them, whatever its size:
+ * at 1000 events a run that is most of the cost, at 20,000 a small part (docs/PERFORMANCE.md).
+ */
+export const BACKLOG_BATCH = 20_000
+
+/**
  * How long an id PostgreSQL handed out may stay missing before it is taken for a rolled-back
  * insert. Ingest transactions are bounded by statement_timeout (15 s), so a missing id older than
  * this will never commit.
@@ -188,26 +196,29 @@ export function lateGroups(start: BatchStart): GroupId[] {
   return [...groups.values()]
 }
 
-/** The batch's other events by group, each with the versions it needs to know about. */
-export function incrementalGroups(
-  start: BatchStart,
-  late: readonly GroupId[],
-): { group: GroupId; events: StoredEvent[]; versions: string[] }[] {
-  const skip = new Set(late.map(groupIdKey))
-  const groups = new Map<string, { group: GroupId; events: StoredEvent[]; versions: Set<string> }>()
+/** A group the batch touches that is derived on from where it stood, and its events of the batch. */
+export interface IncrementalGroup {
+  /** groupIdKey(group) */
+  key: string
+  group: GroupId
+  events: StoredEvent[]
+}
+
+/** The batch's other events by group, in id order. */
+export function incrementalGroups(start: BatchStart, late: readonly GroupId[]): IncrementalGroup[] {
+  const skip = late.length > 0 ? new Set(late.map(groupIdKey)) : null
+  const groups = new Map<string, IncrementalGroup>()
   for (const event of start.batch) {
-    const group = groupOf(event)
-    const key = groupIdKey(group)
-    if (skip.has(key)) continue
+    const key = groupIdKey(event)
     let entry = groups.get(key)
     if (!entry) {
-      entry = { group, events: [], versions: new Set() }
+      if (skip?.has(key)) continue
+      entry = { key, group: groupOf(event), events: [] }
       groups.set(key, entry)
     }
     entry.events.push(event)
-    entry.versions.add(event.version)
   }
-  return [...groups.values()].map((e) => ({ group: e.group, events: e.events, versions: [...e.versions] }))
+  return [...groups.values()]
 }
 
 /**
@@ -219,6 +230,10 @@ export function planBatch(
   regrouped: ReadonlyMap<string, { group: GroupId; events: StoredEvent[] }>,
   loaded: ReadonlyMap<string, LoadedGroup>,
   now: number,
+  incremental: readonly IncrementalGroup[] = incrementalGroups(
+    start,
+    [...regrouped.values()].map((r) => r.group),
+  ),
 ): BatchWrites {
   const writes: BatchWrites = {
     deleteGroups: [],
@@ -231,7 +246,9 @@ export function planBatch(
     batchSize: start.batch.length,
     states: new Map(),
   }
-  const changed = new Map<number, DeploymentRow>()
+  // The deployments objects change in place as later events apply; each is turned into a row once,
+  // at the end, as it stands after the whole batch.
+  const changed = new Map<number, { accountId: number; deployment: Deployment }>()
 
   for (const { group, events } of regrouped.values()) {
     writes.deleteGroups.push(group)
@@ -239,7 +256,7 @@ export function planBatch(
     let latest = 0
     for (const event of events) {
       for (const d of applyEvent(state, event)) {
-        changed.set(d.id, deploymentToRow(group.accountId, d))
+        if (!changed.has(d.id)) changed.set(d.id, { accountId: group.accountId, deployment: d })
         latest = Math.max(latest, d.id)
       }
     }
@@ -251,11 +268,8 @@ export function planBatch(
     })
   }
 
-  for (const { group, events } of incrementalGroups(
-    start,
-    [...regrouped.values()].map((r) => r.group),
-  )) {
-    const entry: LoadedGroup = loaded.get(groupIdKey(group)) ?? {
+  for (const { key, group, events } of incremental) {
+    const entry: LoadedGroup = loaded.get(key) ?? {
       state: emptyGroupState(),
       latestId: 0,
       headRunningId: undefined,
@@ -263,7 +277,7 @@ export function planBatch(
     let latest = entry.latestId
     for (const event of events) {
       for (const d of applyEvent(entry.state, event)) {
-        changed.set(d.id, deploymentToRow(group.accountId, d))
+        if (!changed.has(d.id)) changed.set(d.id, { accountId: group.accountId, deployment: d })
         latest = Math.max(latest, d.id)
       }
     }
@@ -273,9 +287,11 @@ export function planBatch(
       entry.headRunningId = runningId
     }
     entry.latestId = latest
-    writes.states.set(groupIdKey(group), entry)
+    writes.states.set(key, entry)
   }
-  writes.deployments = [...changed.values()].sort((a, b) => a.id - b.id)
+  writes.deployments = [...changed.values()]
+    .map((c) => deploymentToRow(c.accountId, c.deployment))
+    .sort((a, b) => a.id - b.id)
 
   // Lead time starts at the first deployment of a (service, version): keep the lowest id seen.
   const firsts = new Map<string, FirstRow>()

@@ -98,13 +98,14 @@ async function deriveBatch(
   }
   const loaded = new Map<string, LoadedGroup>()
   const unknown: GroupId[] = []
-  for (const { group } of incrementalGroups(start, late)) {
-    const cached = cache.group(groupIdKey(group))
-    if (cached) loaded.set(groupIdKey(group), cached)
+  const incremental = incrementalGroups(start, late)
+  for (const { key, group } of incremental) {
+    const cached = cache.group(key)
+    if (cached) loaded.set(key, cached)
     else unknown.push(group)
   }
   for (const [key, group] of await loadGroups(trx, unknown)) loaded.set(key, group)
-  const writes = planBatch(start, regrouped, loaded, now)
+  const writes = planBatch(start, regrouped, loaded, now, incremental)
   await write(trx, writes, gaps.length > 0, cache)
   // Webhooks are not derivation's business: each webhook's sender queues its deliveries from a
   // cursor bounded by `through` and the gaps written here (webhooks/cursor.ts).

@@ -3,10 +3,9 @@
 import type { SqliteHandle } from '../../db/connect.js'
 import type { DeploymentRow } from '../../db/schema.js'
 import {
+  BACKLOG_BATCH,
   type BatchStart,
   type BatchWrites,
-  EVENT_COLUMN_LIST,
-  type EventColumns,
   type GapRow,
   type GroupId,
   groupIdKey,
@@ -16,17 +15,27 @@ import {
   loadedGroup,
   planBatch,
   type StoredEvent,
-  toStoredEvent,
 } from './derivation.js'
 import type { DerivationCache } from './state-cache.js'
+
+/** The page cache (negative: KiB) of a run of BACKLOG_BATCH events; SQLite's default is 2 MB. */
+const BIG_RUN_CACHE_KIB = -65536
+
+/**
+ * An event's columns named as StoredEvent names them: better-sqlite3 returns integers as numbers, so
+ * each row is a StoredEvent as read, with no second object per event (a rebuild reads a million).
+ */
+const STORED_EVENT_COLUMNS =
+  'id, account_id AS accountId, service, environment, version, status, received_at AS receivedAt, deployer, ' +
+  'api_key_name AS apiKeyName'
 
 const SQL = {
   lock: 'UPDATE deployments_progress SET generation = generation + 1 WHERE id = 1 RETURNING generation',
   through: 'SELECT through FROM deployments_progress WHERE id = 1',
-  eventsAfter: `SELECT ${EVENT_COLUMN_LIST} FROM events WHERE id > ? ORDER BY id LIMIT ?`,
+  eventsAfter: `SELECT ${STORED_EVENT_COLUMNS} FROM events WHERE id > ? ORDER BY id LIMIT ?`,
   gaps: 'SELECT from_id, to_id, seen_at FROM deployment_gaps ORDER BY from_id',
-  eventsBetween: `SELECT ${EVENT_COLUMN_LIST} FROM events WHERE id >= ? AND id <= ? ORDER BY id`,
-  groupEvents: `SELECT ${EVENT_COLUMN_LIST} FROM events WHERE account_id = ? AND service = ? AND environment = ? ORDER BY id`,
+  eventsBetween: `SELECT ${STORED_EVENT_COLUMNS} FROM events WHERE id >= ? AND id <= ? ORDER BY id`,
+  groupEvents: `SELECT ${STORED_EVENT_COLUMNS} FROM events WHERE account_id = ? AND service = ? AND environment = ? ORDER BY id`,
   head: 'SELECT running_id, latest_id FROM deployment_heads WHERE account_id = ? AND service = ? AND environment = ?',
   byId: 'SELECT * FROM deployments WHERE id = ?',
   open: 'SELECT * FROM deployments WHERE account_id = ? AND service = ? AND environment = ? AND result IS NULL',
@@ -39,6 +48,19 @@ const SQL = {
     'ON CONFLICT (id) DO UPDATE SET finished_at = excluded.finished_at, result = excluded.result, instant = excluded.instant, ' +
     'finish_event_id = excluded.finish_event_id, rollback = excluded.rollback, rolled_back = excluded.rolled_back, ' +
     'deployer = excluded.deployer, api_key_name = excluded.api_key_name, event_ids = excluded.event_ids',
+  // A deployment first seen in this run: nothing stored to conflict with.
+  insertDeployment:
+    'INSERT INTO deployments (id, account_id, service, environment, version, started_at, finished_at, result, instant, ' +
+    'finish_event_id, rollback, rolled_back, deployer, api_key_name, event_ids) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)',
+  // A stored open deployment that this run closed: the finishing columns change, and with them the
+  // entries of the indexes over them.
+  closeDeployment:
+    'UPDATE deployments SET finished_at = ?, result = ?, finish_event_id = ?, rollback = ?, rolled_back = ?, ' +
+    'deployer = ?, api_key_name = ?, event_ids = ? WHERE id = ?',
+  // Any other change to a stored deployment (a retry folded into an open one, a finished one rolled
+  // back) sets only columns no index covers, so SQLite rewrites the row alone.
+  touchDeployment:
+    'UPDATE deployments SET rolled_back = ?, deployer = ?, api_key_name = ?, event_ids = ? WHERE id = ?',
   upsertFirst:
     'INSERT INTO version_firsts (account_id, service, version, deployment_id, started_at) VALUES (?, ?, ?, ?, ?) ' +
     'ON CONFLICT (account_id, service, version) DO UPDATE SET deployment_id = excluded.deployment_id, ' +
@@ -64,6 +86,15 @@ export function catchUpSqlite(
 ): BatchWrites {
   const { synchronous } = database.prepare('pragma synchronous').get() as { synchronous: number }
   database.prepare('pragma synchronous = normal').run()
+  // A backlog's run dirties thousands of index pages; past the cache (2 MB by default) SQLite would
+  // write them to the WAL before the commit, and again at the commit if they change once more. Only
+  // those runs get a larger cache: shrinking it back empties it, so the connection's next reads
+  // (and the next run) would read their pages again.
+  const cacheSize =
+    limit >= BACKLOG_BATCH
+      ? (database.prepare('pragma cache_size').get() as { cache_size: number }).cache_size
+      : null
+  if (cacheSize !== null) database.sqlite.exec(`pragma cache_size = ${BIG_RUN_CACHE_KIB}`)
   try {
     database.prepare('begin immediate').run()
     try {
@@ -77,6 +108,7 @@ export function catchUpSqlite(
       throw err
     }
   } finally {
+    if (cacheSize !== null) database.sqlite.exec(`pragma cache_size = ${Number(cacheSize)}`)
     database.prepare(`pragma synchronous = ${Number(synchronous)}`).run()
   }
 }
@@ -98,7 +130,7 @@ export function resetSqlite(database: SqliteHandle): void {
 }
 
 function events(rows: unknown[]): StoredEvent[] {
-  return (rows as EventColumns[]).map(toStoredEvent)
+  return rows as StoredEvent[]
 }
 
 function deriveBatch(
@@ -125,8 +157,8 @@ function deriveBatch(
     })
   }
   const loaded = new Map<string, LoadedGroup>()
-  for (const { group } of incrementalGroups(start, late)) {
-    const key = groupIdKey(group)
+  const incremental = incrementalGroups(start, late)
+  for (const { key, group } of incremental) {
     const cached = cache.group(key)
     if (cached) {
       loaded.set(key, cached)
@@ -143,10 +175,60 @@ function deriveBatch(
     loaded.set(key, loadedGroup(head, running, open, succeeded))
   }
 
-  const writes = planBatch(start, regrouped, loaded, now)
+  const writes = planBatch(start, regrouped, loaded, now, incremental)
   for (const g of writes.deleteGroups) q(SQL.deleteGroup).run(g.accountId, g.service, g.environment)
+  // Which statement a row needs follows from where derivation stood: a deployment opened by an
+  // event after `through` is not stored yet (unless its group was derived again, deleted above, where
+  // every row is written whole); one closed by such an event was stored open.
+  const regroupedKeys = writes.deleteGroups.length > 0 ? new Set(writes.deleteGroups.map(groupIdKey)) : null
+  const insert = q(SQL.insertDeployment)
+  const close = q(SQL.closeDeployment)
+  const touch = q(SQL.touchDeployment)
   const upsert = q(SQL.upsertDeployment)
   for (const d of writes.deployments) {
+    if (d.id > through) {
+      insert.run(
+        d.id,
+        d.account_id,
+        d.service,
+        d.environment,
+        d.version,
+        d.started_at,
+        d.finished_at,
+        d.result,
+        d.instant,
+        d.finish_event_id,
+        d.rollback,
+        d.rolled_back,
+        d.deployer,
+        d.api_key_name,
+        d.event_ids,
+      )
+      continue
+    }
+    if (
+      regroupedKeys === null ||
+      !regroupedKeys.has(
+        groupIdKey({ accountId: d.account_id, service: d.service, environment: d.environment }),
+      )
+    ) {
+      if (d.finish_event_id !== null && d.finish_event_id > through) {
+        close.run(
+          d.finished_at,
+          d.result,
+          d.finish_event_id,
+          d.rollback,
+          d.rolled_back,
+          d.deployer,
+          d.api_key_name,
+          d.event_ids,
+          d.id,
+        )
+      } else {
+        touch.run(d.rolled_back, d.deployer, d.api_key_name, d.event_ids, d.id)
+      }
+      continue
+    }
     upsert.run(
       d.id,
       d.account_id,

@@ -4,7 +4,7 @@
 import type { Kysely } from 'kysely'
 import type { Database } from '../../db/connect.js'
 import type { DB } from '../../db/schema.js'
-import { CATCH_UP_BATCH } from './derivation.js'
+import { BACKLOG_BATCH, CATCH_UP_BATCH } from './derivation.js'
 import { DerivationCache } from './state-cache.js'
 import { catchUpPostgres, resetPostgres } from './store-postgres.js'
 import { catchUpSqlite, resetSqlite } from './store-sqlite.js'
@@ -21,7 +21,7 @@ function cacheFor(database: Database): DerivationCache {
   return cache
 }
 
-export { CATCH_UP_BATCH, GAP_PATIENCE_MS, rowToDeployment } from './derivation.js'
+export { BACKLOG_BATCH, CATCH_UP_BATCH, GAP_PATIENCE_MS, rowToDeployment } from './derivation.js'
 
 export interface CatchUpResult {
   /** Events derived by this run (late ones included). */
@@ -69,6 +69,12 @@ export async function catchUpDeployments(
   }
 }
 
+/** Forgets every deployment: the next runs derive everything again from the events. */
+export async function resetDeployments(database: Database): Promise<void> {
+  if (database.dialect === 'sqlite') resetSqlite(database)
+  else await database.db.transaction().execute((trx) => resetPostgres(trx))
+}
+
 /**
  * Forgets every deployment and derives them all again from the events, in runs of their own
  * transactions so that ingest goes on meanwhile.
@@ -77,11 +83,10 @@ export async function rebuildDeployments(
   database: Database,
   onProgress: (derived: number) => void = () => {},
 ): Promise<number> {
-  if (database.dialect === 'sqlite') resetSqlite(database)
-  else await database.db.transaction().execute((trx) => resetPostgres(trx))
+  await resetDeployments(database)
   let derived = 0
   for (;;) {
-    const result = await catchUpDeployments(database)
+    const result = await catchUpDeployments(database, { limit: BACKLOG_BATCH })
     derived += result.events
     onProgress(derived)
     if (!result.more && result.events === 0) return derived

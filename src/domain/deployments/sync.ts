@@ -3,10 +3,25 @@
 // acknowledged shows on the next page or API answer (read-your-writes).
 import type { Database } from '../../db/connect.js'
 import type { Task } from '../tasks.js'
-import { type CatchUpResult, catchUpDeployments, deploymentsBehind } from './store.js'
+import { CATCH_UP_BATCH, type CatchUpResult, catchUpDeployments, deploymentsBehind } from './store.js'
 
-/** Runs a reader may wait for before it answers with what is derived so far (1000 events each). */
-const MAX_RUNS_PER_READ = 50
+/**
+ * Events per run of the background task and of a read that finds events waiting. A run costs about
+ * one write per index page it dirtied, and with events spread over many services nearly every event
+ * of a small run dirties pages of its own; a run of 5000 costs about half as much per event as one of
+ * 1000, and still holds the write lock (and, on SQLite, the event loop) for only tens of milliseconds.
+ */
+const RUN_BATCH = 5 * CATCH_UP_BATCH
+
+/** Runs a reader may wait for before it answers with what is derived so far (50,000 events). */
+const MAX_RUNS_PER_READ = 10
+
+/**
+ * While events still wait after a run, the shortest pause before the next: long enough that under
+ * steady ingest each run takes what arrived over a few hundred milliseconds, not the few events of
+ * the last instant (reads do not wait for it: they derive what they need themselves).
+ */
+const MIN_BACKLOG_PAUSE_MS = 200
 
 export class DeploymentSync {
   #running: Promise<void> | null = null
@@ -22,7 +37,7 @@ export class DeploymentSync {
   async current(): Promise<void> {
     for (let attempt = 0; attempt < 2; attempt++) {
       if (!(await deploymentsBehind(this.database.db))) return
-      await this.catchUp(MAX_RUNS_PER_READ)
+      await this.catchUp(MAX_RUNS_PER_READ, RUN_BATCH)
     }
   }
 
@@ -34,13 +49,16 @@ export class DeploymentSync {
     this.#listeners.push(listener)
   }
 
-  /** Derives up to `runs` batches; joins the run in progress rather than starting a second. */
-  catchUp(runs: number): Promise<void> {
+  /**
+   * Derives up to `runs` batches of at most `limit` events; joins the run in progress rather than
+   * starting a second.
+   */
+  catchUp(runs: number, limit = CATCH_UP_BATCH): Promise<void> {
     if (this.#running) return this.#running
     const run = (async () => {
       try {
         for (let i = 0; i < runs; i++) {
-          const result = await catchUpDeployments(this.database)
+          const result = await catchUpDeployments(this.database, { limit })
           if (result.events > 0 || result.regrouped > 0)
             for (const listener of this.#listeners) listener(result)
           if (!result.more) return
@@ -55,8 +73,8 @@ export class DeploymentSync {
 
   /**
    * The background task: a run a second while idle; while a backlog remains, the next run follows
-   * after twice as long as this one took (at least 50 ms), so deriving takes at most about a third
-   * of the event loop from ingest under load. Reads derive what they need themselves.
+   * after twice as long as this one took (at least MIN_BACKLOG_PAUSE_MS), so deriving takes at most
+   * about a third of the event loop from ingest under load. Reads derive what they need themselves.
    */
   task(): Task {
     return {
@@ -66,9 +84,9 @@ export class DeploymentSync {
       run: async () => {
         if (!(await deploymentsBehind(this.database.db))) return undefined
         const started = performance.now()
-        await this.catchUp(1)
+        await this.catchUp(1, RUN_BATCH)
         if (!(await deploymentsBehind(this.database.db))) return undefined
-        return Math.max(50, 2 * (performance.now() - started))
+        return Math.max(MIN_BACKLOG_PAUSE_MS, 2 * (performance.now() - started))
       },
     }
   }
