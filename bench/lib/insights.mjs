@@ -293,7 +293,9 @@ async function oneDatabase(o, dialect, label, derivations, pageRows) {
       )
       const derived = JSON.parse(out.trim().split('\n').at(-1) ?? '{}')
       const usPerEvent = (derived.cpuMs * 1000) / derived.events
-      const steadyUsPerEvent = derived.steadyEvents ? (derived.steadyCpuMs * 1000) / derived.steadyEvents : null
+      const steadyUsPerEvent = derived.steadyEvents
+        ? (derived.steadyCpuMs * 1000) / derived.steadyEvents
+        : null
       derivations.push({ target: dialect, n: o.n, ...derived, usPerEvent, steadyUsPerEvent })
       process.stderr.write(
         `  ${label}: derived deployments of ${derived.events.toLocaleString('en-US')} events: ` +

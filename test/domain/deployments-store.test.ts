@@ -466,17 +466,15 @@ test('events committing in any order, in small batches, derived in runs of any s
   const at = Date.UTC(2026, 0, 1)
   await fc.assert(
     fc.asyncProperty(
-      fc
-        .array(fc.tuple(hostileEvent, fc.nat(1000)), { minLength: 1, maxLength: 40 })
-        .chain((events) =>
-          fc.tuple(
-            fc.constant(events),
-            fc.array(fc.tuple(fc.integer({ min: 1, max: 6 }), fc.constantFrom(1, 2, 3, 7, 1000, 5000)), {
-              minLength: 1,
-              maxLength: 12,
-            }),
-          ),
+      fc.array(fc.tuple(hostileEvent, fc.nat(1000)), { minLength: 1, maxLength: 40 }).chain((events) =>
+        fc.tuple(
+          fc.constant(events),
+          fc.array(fc.tuple(fc.integer({ min: 1, max: 6 }), fc.constantFrom(1, 2, 3, 7, 1000, 5000)), {
+            minLength: 1,
+            maxLength: 12,
+          }),
         ),
+      ),
       async ([events, rounds]) => {
         await ctx.database.db.deleteFrom('events').execute()
         await rebuildDeployments(ctx.database)
