@@ -28,7 +28,7 @@ async function admin(serverUrl, text) {
 
 /**
  * @param {{ rows: number, pgServerUrl: string }} options
- * @returns {Promise<{ rows: number, copiedRows: number, seconds: number, rowsPerSecond: number, peakRssMb: number, seedSeconds: number }>}
+ * @returns {Promise<{ rows: number, copiedRows: number, seconds: number, rowsPerSecond: number, rowsPhaseSeconds: number | null, rowsPhasePerSecond: number | null, peakRssMb: number, seedSeconds: number }>}
  */
 export async function benchCopy({ rows, pgServerUrl }) {
   const dir = mkdtempSync(join(tmpdir(), 'shiplog-bench-copy-'))
@@ -69,8 +69,11 @@ export async function benchCopy({ rows, pgServerUrl }) {
     )
     const rss = sampleRss(/** @type {number} */ (child.pid), 100)
     let stderr = ''
+    /** When the rows were all in (the command then builds indexes and verifies). */
+    let rowsDoneAt = 0
     child.stderr.on('data', (chunk) => {
       stderr += chunk
+      if (!rowsDoneAt && stderr.includes('copy: building indexes')) rowsDoneAt = Date.now()
     })
     const code = await new Promise((resolve) => child.once('close', resolve))
     const seconds = (Date.now() - started) / 1000
@@ -83,6 +86,8 @@ export async function benchCopy({ rows, pgServerUrl }) {
       copiedRows,
       seconds,
       rowsPerSecond: Math.round(copiedRows / seconds),
+      rowsPhaseSeconds: rowsDoneAt ? (rowsDoneAt - started) / 1000 : null,
+      rowsPhasePerSecond: rowsDoneAt ? Math.round(copiedRows / ((rowsDoneAt - started) / 1000)) : null,
       peakRssMb: Math.round(peak / 1024 / 1024),
       seedSeconds,
     }
