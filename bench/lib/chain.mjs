@@ -6,6 +6,7 @@
 //                                                    prints {rows, cpuMs, seconds} as JSON
 import { spawn } from 'node:child_process'
 import { fileURLToPath } from 'node:url'
+import pg from 'pg'
 import { parseDatabaseUrl } from '../../dist/config.js'
 import { openDatabase } from '../../dist/db/connect.js'
 import { genesisLink } from '../../dist/domain/chain/canonical.js'
@@ -35,6 +36,35 @@ export async function chainLagAfterRun(databaseUrl, limitMs = 60_000) {
     return { behind, catchUpMs: performance.now() - started }
   } finally {
     await database.close()
+  }
+}
+
+/**
+ * Keeps the chain task of a server on a PostgreSQL database from running until `release()`: holds
+ * its head rows FOR UPDATE in an open transaction; the task takes them FOR UPDATE SKIP LOCKED and
+ * skips its turn while they are taken (src/domain/chain/chainer.ts). Ingest does not touch them.
+ * @param {string} databaseUrl
+ * @returns {Promise<{ release: () => Promise<void> }>}
+ */
+export async function holdChain(databaseUrl) {
+  const client = new pg.Client({ connectionString: databaseUrl })
+  await client.connect()
+  try {
+    await client.query('BEGIN')
+    const { rowCount } = await client.query('SELECT stream FROM chain_heads FOR UPDATE')
+    if (!rowCount) throw new Error('holdChain: no chain head to hold (the chain has not started)')
+  } catch (err) {
+    await client.end()
+    throw err
+  }
+  return {
+    release: async () => {
+      try {
+        await client.query('ROLLBACK')
+      } finally {
+        await client.end()
+      }
+    },
   }
 }
 
