@@ -537,4 +537,20 @@ test('the task waits while the event loop is saturated (a burst of ingest), but 
   spin(300)
   await bounded.run()
   assert.equal((await chainLag(database)).events, 0, 'past its bound it chains even under load')
+
+  // Under load that never eases, once past its bound it keeps catching up (batch after batch, busy
+  // loop or not) until nothing waits, and only then waits again.
+  for (let i = 6; i < 13; i++) await addEvent(database, accountId, `2.0.${i}`)
+  const sustained = chainTask(database, { maxYieldMs: 200, batch: 2 }, quiet)
+  spin(300)
+  assert.equal(await sustained.run(), 250, 'within its bound it waits')
+  spin(300)
+  for (let runs = 0; runs < 4; runs++) {
+    const behind = (await chainLag(database)).events
+    spin(300)
+    await sustained.run()
+    assert.equal((await chainLag(database)).events, Math.max(0, behind - 2), `catch-up run ${runs + 1}`)
+  }
+  spin(300)
+  assert.equal(await sustained.run(), 250, 'caught up: under a busy loop it waits again')
 })

@@ -308,8 +308,10 @@ export const MAX_YIELD_MS = 30_000
  * twice as long as this one took (at least 20 ms), so chaining takes at most about a third of the
  * event loop from ingest; a gap being waited for is looked at again after HOLE_SETTLE_MS. While the
  * event loop is busier than BUSY_LOOP (a burst of ingest), the chain waits, for at most
- * MAX_YIELD_MS at a time: a burst is answered at full speed and chained right after it, and under
- * load that never eases the chain still runs every MAX_YIELD_MS. Every HEAD_LOG_INTERVAL_MS, when
+ * MAX_YIELD_MS: a burst is answered at full speed and chained right after it. Under load that never
+ * eases, once it has waited that long it catches up at its usual pace, busy loop or not, and only
+ * waits again once nothing is left to chain: it is never more than MAX_YIELD_MS and one catch-up
+ * behind. Every HEAD_LOG_INTERVAL_MS, when
  * the chain moved, it logs both heads: a log shipped elsewhere then holds heads that `shiplog verify
  * --head` can check.
  */
@@ -318,6 +320,8 @@ export function chainTask(database: Database, options: ChainOptions = {}, log?: 
   let loggedHeads = ''
   let loop = performance.eventLoopUtilization()
   let yieldingSince: number | null = null
+  // Waited its bound under a busy loop: catch up before waiting again.
+  let catchingUp = false
   return {
     name: 'chain',
     intervalMs: 1000,
@@ -326,13 +330,15 @@ export function chainTask(database: Database, options: ChainOptions = {}, log?: 
       const sinceLast = performance.eventLoopUtilization(loop)
       loop = performance.eventLoopUtilization()
       const now = performance.now()
-      if (sinceLast.utilization > (options.busyLoop ?? BUSY_LOOP)) {
+      if (!catchingUp && sinceLast.utilization > (options.busyLoop ?? BUSY_LOOP)) {
         yieldingSince ??= now
         if (now - yieldingSince < (options.maxYieldMs ?? MAX_YIELD_MS)) return 250
+        catchingUp = true
       }
       yieldingSince = null
       const started = performance.now()
       const results = await chainOnce(database, options)
+      catchingUp &&= results.some((r) => r.more)
       if (log && Date.now() - lastLogged >= HEAD_LOG_INTERVAL_MS) {
         const heads = [await currentHead(database.db, 'events'), await currentHead(database.db, 'audit')]
           .filter((h) => h !== null)
