@@ -17,6 +17,8 @@ class CopyOutQuery implements pg.Submittable {
    * the query (and the rows it collected) until then, and fails the query when it expires.
    */
   callback?: (err: Error | null) => void
+  /** Read by pg as this query's client-side timeout; when unset, the pool's query_timeout applies. */
+  readonly query_timeout: number | undefined
   private resolve!: () => void
   private reject!: (err: Error) => void
   private failure: Error | null = null
@@ -24,7 +26,9 @@ class CopyOutQuery implements pg.Submittable {
   constructor(
     private readonly text: string,
     private readonly onRow: (row: Buffer) => void,
+    timeoutMs?: number,
   ) {
+    this.query_timeout = timeoutMs
     this.done = new Promise<void>((resolve, reject) => {
       this.resolve = resolve
       this.reject = reject
@@ -71,13 +75,15 @@ class CopyOutQuery implements pg.Submittable {
 /**
  * Runs `text`, a `COPY (…) TO STDOUT …` statement, on `client`. `onRow` sees each row's bytes as
  * PostgreSQL sent them; they live in pg's read buffer, which is reused, so it must copy what it
- * keeps before returning.
+ * keeps before returning. `timeoutMs` replaces the pool's client-side query_timeout for a COPY
+ * meant to run long (the server's statement_timeout is the caller's to lift).
  */
 export async function copyOut(
   client: pg.PoolClient,
   text: string,
   onRow: (row: Buffer) => void,
+  timeoutMs?: number,
 ): Promise<void> {
-  const query = client.query(new CopyOutQuery(text, onRow))
+  const query = client.query(new CopyOutQuery(text, onRow, timeoutMs))
   await query.done
 }

@@ -212,7 +212,7 @@ export async function copyDatabase(
       Object.assign(sourceSums, await checksums(snapshot, unsummed))
       const targetSnapshot = await openSnapshot(target)
       try {
-        return await checksums(targetSnapshot, tables)
+        return await checksums(targetSnapshot, tables, { fast: true })
       } finally {
         await targetSnapshot.close()
       }
@@ -358,13 +358,23 @@ async function saveState(writer: Writer, table: string, state: TableState) {
   await writer.run(`insert into ${quoteIdent(PROGRESS_TABLE)} (name, value) values (?, ?)`, [name, value])
 }
 
-/** Counts and checksums every table from a snapshot, the same way on either database. */
+/**
+ * Counts and checksums every table from a snapshot, the same way on either database. Reading the
+ * batches is the definition; `fast` takes the snapshot's own faster reader where it has one (equal
+ * by test/domain/operations-checksum.test.ts).
+ */
 export async function checksums(
   snapshot: Snapshot,
   tables: readonly TableInfo[],
+  options: { fast?: boolean } = {},
 ): Promise<Record<string, TableSummary>> {
   const sums: Record<string, TableSummary> = {}
   for (const table of tables) {
+    const fast = options.fast ? await snapshot.checksum?.(table) : null
+    if (fast) {
+      sums[table.name] = fast
+      continue
+    }
     const checksum = new TableChecksum()
     for await (const rows of snapshot.batches(table, null)) checksum.addRows(rows)
     sums[table.name] = checksum.summary()
