@@ -20,6 +20,7 @@ export class BinaryCopyReader {
   /** After field(): where the field's bytes start in `message` (they end at start + its length). */
   start = 0
   private at = 0
+  private rowStart = 0
   private header = true
 
   /**
@@ -39,7 +40,13 @@ export class BinaryCopyReader {
     if (at >= message.length) return -1
     const fields = message.readInt16BE(at)
     this.at = at + 2
+    this.rowStart = this.at
     return fields
+  }
+
+  /** Back to the current row's first field, to read its fields again. */
+  rewind(): void {
+    this.at = this.rowStart
   }
 
   /** Moves to the row's next field: its length in bytes, or -1 for NULL. Its bytes start at `start`. */
