@@ -222,8 +222,8 @@ for (const signal of /** @type {const} */ (['SIGINT', 'SIGTERM'])) {
 // own limits (bench/lib/reads.mjs) and the page cases' time budgets.
 function limitFor() {
   let seconds = 120
-  // Two bare runs, four on SQLite and eight on PostgreSQL (the chain's catch-up after each included).
-  if (parts.has('ingest')) seconds += 14 * (warmupSeconds + measureSeconds + 40)
+  // Two bare runs, six on SQLite and ten on PostgreSQL (the chain's catch-up after each included).
+  if (parts.has('ingest')) seconds += 18 * (warmupSeconds + measureSeconds + 40)
   if (parts.has('startup')) seconds += 60 + 2 * startupRuns * 10
   if (parts.has('install')) seconds += 900
   // Seeding and copying, at a pessimistic 10,000 events a second each.
@@ -292,7 +292,7 @@ function countedShape(base, build, prefix) {
 }
 
 /** Each scenario's versions start with its own prefix, so one database can hold several. */
-const VERSION_PREFIXES = ['1.0.', '2.0.', '3.0.', '4.0.', '5.0.', '6.0.', '7.0.', '8.0.']
+const VERSION_PREFIXES = ['1.0.', '2.0.', '3.0.', '4.0.', '5.0.', '6.0.', '7.0.', '8.0.', '9.0.', '9.1.']
 
 /** @param {string} key @param {string} [prefix] versions are the prefix and a counter */
 function deployShape(key, prefix = '1.0.') {
@@ -545,6 +545,17 @@ async function benchShiplog(store) {
         )
       }
     }
+    const deleteWebhooks = async () => {
+      const listed = await runNode([shiplogBin, 'webhooks', 'list', '--account', 'Bench'], { env, cwd: root })
+      const ids = [...listed.matchAll(/^(\d+)\s/gm)].map((m) => m[1])
+      if (ids.length !== 3) throw new Error(`expected 3 webhooks to delete, found ${ids.length}:\n${listed}`)
+      for (const id of ids) {
+        await runNode([shiplogBin, 'webhooks', 'delete', '--account', 'Bench', String(id)], {
+          env,
+          cwd: root,
+        })
+      }
+    }
     /** @type {Array<[string, CountedShape, string, string, string, (() => Promise<void>) | null, boolean?]>} */
     const scenarios = [
       [`${store.dialect} POST /deploy`, deployShape(key), 'deploy', 'POST /deploy', '1.0.', null],
@@ -566,6 +577,24 @@ async function benchShiplog(store) {
         'POST /deploy',
         '3.0.',
         createWebhooks,
+      ],
+      // Each run is slower than the one before it for the rows it adds: the order without, with,
+      // with, without lets that fall on both sides equally.
+      [
+        `${store.dialect} POST /deploy, 3 slow webhooks again`,
+        deployShape(key, '9.0.'),
+        'deploy',
+        'POST /deploy',
+        '9.0.',
+        null,
+      ],
+      [
+        `${store.dialect} POST /deploy, webhooks deleted`,
+        deployShape(key, '9.1.'),
+        'deploy',
+        'POST /deploy',
+        '9.1.',
+        deleteWebhooks,
       ],
     ]
     // Tamper evidence (issue 14: ingest throughput does not drop): on PostgreSQL the chain runs in the
@@ -991,37 +1020,37 @@ if (parts.has('ingest')) {
       'A duplicate or an event never sent fails the checks. "srv µs/2xx": the Shiplog process\'s user+system ' +
       'CPU during the measured run per 2xx answer (the database server not counted).',
   )
+  /** Mean rate and CPU per answer of the runs with `labels` of one database, when all ran. */
+  const meanOf = (dialect, labels) => {
+    const found = labels.map((l) => rows.find((r) => r.scenario === `${dialect} POST /deploy, ${l}`))
+    if (!found.every((r) => r?.measured)) return null
+    const mean = (pick) => found.reduce((sum, r) => sum + pick(r), 0) / found.length
+    return {
+      rate: mean((r) => r.measured.okPerSecond),
+      cpu: found.every((r) => r.cpuUs) ? mean((r) => r.cpuUs) : null,
+    }
+  }
+  /** "ran at X % of its rate <against> and used Y % of the server CPU per answer" of `on` against `off`. */
+  const compared = (on, off, against) =>
+    `ran at ${num((on.rate / off.rate) * 100, 1)} % of its rate ${against}` +
+    (on.cpu && off.cpu ? ` and used ${num((on.cpu / off.cpu) * 100, 1)} % of the server CPU per answer` : '')
   for (const dialect of ['sqlite', 'postgres']) {
-    const plain = rows.find((r) => r.scenario === `${dialect} POST /deploy, just before webhooks`)
-    const hooked = rows.find((r) => r.scenario === `${dialect} POST /deploy, 3 slow webhooks`)
-    if (!plain?.measured || !hooked?.measured) continue
-    const rate = hooked.measured.okPerSecond / plain.measured.okPerSecond
-    const cpu = plain.cpuUs && hooked.cpuUs ? hooked.cpuUs / plain.cpuUs : null
+    const off = meanOf(dialect, ['just before webhooks', 'webhooks deleted'])
+    const on = meanOf(dialect, ['3 slow webhooks', '3 slow webhooks again'])
+    if (!off || !on) continue
     console.log(
-      `${dialect}: with 3 webhooks whose receiver answers after ${webhookDelayMs} ms, POST /deploy ran at ` +
-        `${num(rate * 100, 1)} % of its rate without them` +
-        (cpu === null ? '' : ` and used ${num(cpu * 100, 1)} % of the server CPU per answer`) +
-        ` (target: within 5 % of the rate)`,
+      `${dialect}: with 3 webhooks whose receiver answers after ${webhookDelayMs} ms, POST /deploy ` +
+        `${compared(on, off, 'without them')} (two runs each, in the order without, with, with, without; ` +
+        'target: within 5 % of the rate)',
     )
   }
   for (const dialect of ['sqlite', 'postgres']) {
-    const runs = (label) =>
-      [label, `${label} again`]
-        .map((l) => rows.find((r) => r.scenario === `${dialect} POST /deploy, ${l}`))
-        .filter((r) => r?.measured)
-    const off = runs('chain held off')
-    const on = runs('chain running')
-    if (off.length !== 2 || on.length !== 2) continue
-    const mean = (list, pick) => list.reduce((sum, r) => sum + pick(r), 0) / list.length
-    const rate = mean(on, (r) => r.measured.okPerSecond) / mean(off, (r) => r.measured.okPerSecond)
-    const cpu =
-      on.every((r) => r.cpuUs) && off.every((r) => r.cpuUs)
-        ? mean(on, (r) => r.cpuUs) / mean(off, (r) => r.cpuUs)
-        : null
+    const off = meanOf(dialect, ['chain held off', 'chain held off again'])
+    const on = meanOf(dialect, ['chain running', 'chain running again'])
+    if (!off || !on) continue
     console.log(
-      `chain: ${dialect}: with the chain running, POST /deploy ran at ${num(rate * 100, 1)} % of its rate with ` +
-        'the chain held off (two runs each, in the order off, on, on, off)' +
-        (cpu === null ? '' : ` and used ${num(cpu * 100, 1)} % of the server CPU per answer`),
+      `chain: ${dialect}: with the chain running, POST /deploy ${compared(on, off, 'with the chain held off')} ` +
+        '(two runs each, in the order off, on, on, off)',
     )
   }
   for (const c of chainLags) {
