@@ -129,8 +129,13 @@ export async function buildApp(options: BuildOptions): Promise<App> {
   })
   metrics.onWebhookQueueDepth(() => webhooks.queueDepth())
   tasks.add(webhooks.task())
-  // Tamper evidence: chains events and audit entries off the request path (src/domain/chain/).
-  tasks.add(chainTask(database, {}, app.log))
+  // Tamper evidence: chains events and audit entries off the request path (src/domain/chain/),
+  // waiting while a burst of ingest lasts.
+  let storedEvents = 0
+  writer.onCommit((outcomes) => {
+    for (const outcome of outcomes) if (outcome.kind === 'stored') storedEvents++
+  })
+  tasks.add(chainTask(database, { storedEvents: () => storedEvents }, app.log))
   tasks.add(retentionTask(database, app.log))
   app.addHook('onReady', async () => tasks.start())
   resources.revocations?.subscribe({

@@ -554,3 +554,20 @@ test('the task waits while the event loop is saturated (a burst of ingest), but 
   spin(300)
   assert.equal(await sustained.run(), 250, 'caught up: under a busy loop it waits again')
 })
+
+test('the task waits while events arrive faster than its bound (a burst on PostgreSQL seldom saturates the loop)', async (t) => {
+  const { database, accountId } = await setUp(t)
+  const quiet = { debug: () => {}, warn: () => {}, info: () => {} }
+  for (let i = 0; i < 3; i++) await addEvent(database, accountId, `3.0.${i}`)
+  let stored = 0
+  const task = chainTask(database, { storedEvents: () => stored, busyIngest: 500, maxYieldMs: 60_000 }, quiet)
+  const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
+  await pause(100)
+  stored += 1000 // 1,000 events in about 100 ms: 10,000 a second
+  assert.equal(await task.run(), 250, 'a burst: look again soon')
+  assert.equal((await chainLag(database)).events, 3, 'nothing chained during the burst')
+  await pause(200)
+  stored += 10 // 10 events in 200 ms: 50 a second
+  await task.run()
+  assert.equal((await chainLag(database)).events, 0, 'chained once the burst eased')
+})
