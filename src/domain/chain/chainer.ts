@@ -322,12 +322,11 @@ export const MAX_YIELD_MS = 30_000
  * event loop from ingest; a gap being waited for is looked at again after HOLE_SETTLE_MS. While the
  * event loop is busier than BUSY_LOOP, or events arrive faster than BUSY_INGEST a second (a burst
  * of ingest), the chain waits, for at most MAX_YIELD_MS: a burst is answered at full speed and
- * chained right after it. Under load that never
- * eases, once it has waited that long it catches up at its usual pace, busy loop or not, and only
- * waits again once nothing is left to chain: it is never more than MAX_YIELD_MS and one catch-up
- * behind. Every HEAD_LOG_INTERVAL_MS, when
- * the chain moved, it logs both heads: a log shipped elsewhere then holds heads that `shiplog verify
- * --head` can check.
+ * chained right after it. Under load that never eases, once it has waited that long it catches up
+ * at its usual pace, busy or not, and only waits again once nothing is left to chain: it is never
+ * more than MAX_YIELD_MS and one catch-up behind. Every HEAD_LOG_INTERVAL_MS, when the chain moved,
+ * it logs both heads: a log shipped elsewhere then holds heads that `shiplog verify --head` can
+ * check.
  */
 export function chainTask(database: Database, options: ChainOptions = {}, log?: TaskLogger): Task {
   let lastLogged = 0
@@ -336,7 +335,7 @@ export function chainTask(database: Database, options: ChainOptions = {}, log?: 
   let stored = options.storedEvents?.() ?? 0
   let lookedAt = performance.now()
   let yieldingSince: number | null = null
-  // Waited its bound under a busy loop: catch up before waiting again.
+  // Waited its bound under a burst: catch up before waiting again.
   let catchingUp = false
   return {
     name: 'chain',
