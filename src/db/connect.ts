@@ -3,7 +3,14 @@ import { closeSync, mkdirSync, openSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import { dirname } from 'node:path'
 import SqliteDatabase from 'better-sqlite3'
-import { Kysely, PostgresDialect, SqliteDialect, type SqliteDatabase as SqliteDialectDatabase } from 'kysely'
+import {
+  Kysely,
+  PostgresDialect,
+  SqliteDialect,
+  type SqliteDatabase as SqliteDialectDatabase,
+  type Transaction,
+  type TransactionBuilder,
+} from 'kysely'
 import type pg from 'pg'
 import type { DatabaseTarget } from '../config.js'
 import type { DB } from './schema.js'
@@ -135,9 +142,63 @@ export function openSqliteConnection(
   return { sqlite, statements: statementCache(sqlite) }
 }
 
+/** The SQLite error codes of a write that lost the race for the write lock (see RetryingKysely). */
+const LOCK_LOST = new Set(['SQLITE_BUSY', 'SQLITE_BUSY_SNAPSHOT'])
+/** How long a transaction is tried again after losing the write lock, at most. */
+export const LOCK_RETRY_MS = 10_000
+
+/** A transaction that lost the race for SQLite's write lock: nothing of it was written. */
+export function lostWriteLock(err: unknown): boolean {
+  return typeof err === 'object' && err !== null && LOCK_LOST.has(String((err as { code?: unknown }).code))
+}
+
+/**
+ * Kysely on SQLite, whose transactions are tried again, whole, when they lose the race for the
+ * write lock. Kysely begins them DEFERRED: a transaction that reads and then writes upgrades to a
+ * writer at its first write, and SQLite refuses that at once (SQLITE_BUSY_SNAPSHOT, or SQLITE_BUSY
+ * while another connection writes; its busy timeout is not used for an upgrade) when another
+ * connection committed since the transaction's first read: this process's event store, another
+ * instance, or a `shiplog` command beside a running server. The refused statement was the first
+ * write, so nothing was written and the whole callback runs again on fresh data, after a short
+ * pause. Taking the lock at BEGIN (IMMEDIATE) instead would hold it across the callback's other
+ * awaits, and the event store's connection in this same thread would then wait for it with the
+ * event loop stopped.
+ */
+class RetryingKysely extends Kysely<DB> {
+  override transaction(): TransactionBuilder<DB> {
+    return retrying(super.transaction())
+  }
+}
+
+function retrying(builder: TransactionBuilder<DB>): TransactionBuilder<DB> {
+  const execute = async <T>(callback: (trx: Transaction<DB>) => Promise<T>): Promise<T> => {
+    const deadline = Date.now() + LOCK_RETRY_MS
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await builder.execute(callback)
+      } catch (err) {
+        if (!lostWriteLock(err) || Date.now() >= deadline) throw err
+        // A few milliseconds, growing, with jitter so two losers do not collide again.
+        const pause = Math.min(200, 2 ** Math.min(attempt, 7)) * (0.5 + Math.random())
+        await new Promise((resolve) => setTimeout(resolve, pause))
+      }
+    }
+  }
+  return new Proxy(builder, {
+    get(target, property, receiver) {
+      if (property === 'execute') return execute
+      if (property === 'setAccessMode' || property === 'setIsolationLevel') {
+        return (value: never) => retrying(target[property](value))
+      }
+      const value: unknown = Reflect.get(target, property, receiver)
+      return typeof value === 'function' ? value.bind(target) : value
+    },
+  })
+}
+
 function openSqlite(path: string): SqliteHandle {
   const { sqlite, statements } = openSqliteConnection(path)
-  const db = new Kysely<DB>({ dialect: new SqliteDialect({ database: statements }) })
+  const db = new RetryingKysely({ dialect: new SqliteDialect({ database: statements }) })
   return {
     db,
     dialect: 'sqlite',

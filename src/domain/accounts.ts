@@ -54,9 +54,12 @@ export async function createUser(
   input: { accountId: number; email: string; password: string; role: UserRole; oneTimePassword?: boolean },
 ): Promise<User> {
   const email = normaliseEmail(input.email)
+  // Hashed first: between a transaction's first read and its first write nothing may wait for
+  // more than the database, or on SQLite another connection's commit in between refuses the write
+  // (db/connect.ts).
+  const passwordHash = await hashPassword(input.password)
   const exists = () => findUserInAccount(db, input.accountId, email)
   if (await exists()) throw new UserExistsError(`a user with email ${email} already exists in this account`)
-  const passwordHash = await hashPassword(input.password)
   try {
     return await db
       .insertInto('users')

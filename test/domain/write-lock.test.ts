@@ -1,0 +1,132 @@
+// A transaction that reads, waits on something else, and then writes, while another connection
+// commits in between: on SQLite the write loses the race for the write lock (SQLITE_BUSY_SNAPSHOT),
+// and Shiplog's handle runs the whole transaction again (db/connect.ts). This is what a `shiplog`
+// command beside a busy server, or a Settings form while pipelines send events, meet. Both databases
+// (on PostgreSQL the first attempt succeeds).
+import assert from 'node:assert/strict'
+import { test } from 'node:test'
+import { parseDatabaseUrl } from '../../src/config.js'
+import { type Database, openDatabase } from '../../src/db/connect.js'
+import { migrateToLatest } from '../../src/db/migrate.js'
+import { freshDatabaseUrl, testDialect } from '../helper.js'
+import { processEnv, runCli, sleep } from '../support/processes.js'
+
+async function twoHandles(t: Parameters<typeof freshDatabaseUrl>[0]): Promise<[Database, Database, string]> {
+  const url = await freshDatabaseUrl(t)
+  const one = openDatabase(parseDatabaseUrl(url))
+  t.after(() => one.close())
+  await migrateToLatest(one)
+  const other = openDatabase(parseDatabaseUrl(url))
+  t.after(() => other.close())
+  return [one, other, url]
+}
+
+async function setting(database: Database, name: string): Promise<string | undefined> {
+  const row = await database.db
+    .selectFrom('settings')
+    .select('value')
+    .where('name', '=', name)
+    .executeTakeFirst()
+  return row?.value
+}
+
+async function put(database: Database, name: string, value: string): Promise<void> {
+  await database.db
+    .insertInto('settings')
+    .values({ name, value })
+    .onConflict((oc) => oc.column('name').doUpdateSet({ value }))
+    .execute()
+}
+
+test('a transaction whose read went stale before its write is run again whole, and commits', async (t) => {
+  const [one, other] = await twoHandles(t)
+  await put(one, 'counter', '0')
+  let attempts = 0
+  const result = await one.db.transaction().execute(async (trx) => {
+    attempts++
+    const read = await trx
+      .selectFrom('settings')
+      .select('value')
+      .where('name', '=', 'counter')
+      .executeTakeFirst()
+    // Real waiting (a password hash, say): another connection commits meanwhile, on the first try.
+    await sleep(20)
+    if (attempts === 1) await put(other, 'elsewhere', 'committed in between')
+    const next = String(Number(read?.value) + 1)
+    await trx.updateTable('settings').set({ value: next }).where('name', '=', 'counter').execute()
+    return next
+  })
+  assert.equal(result, '1')
+  assert.equal(await setting(one, 'counter'), '1')
+  assert.equal(await setting(one, 'elsewhere'), 'committed in between')
+  // SQLite refused the first attempt's write; PostgreSQL (read committed) took it.
+  assert.equal(attempts, testDialect === 'sqlite' ? 2 : 1)
+})
+
+test('other failures are not tried again, and leave nothing', async (t) => {
+  const [one] = await twoHandles(t)
+  let attempts = 0
+  await assert.rejects(
+    one.db.transaction().execute(async (trx) => {
+      attempts++
+      await trx.insertInto('settings').values({ name: 'half', value: 'x' }).execute()
+      await trx.insertInto('settings').values({ name: 'half', value: 'twice' }).execute()
+    }),
+    /unique|UNIQUE|duplicate/,
+  )
+  assert.equal(attempts, 1)
+  assert.equal(await setting(one, 'half'), undefined)
+})
+
+test('shiplog webhooks create succeeds while another connection keeps committing', async (t) => {
+  const [one, , url] = await twoHandles(t)
+  const env = processEnv(url)
+  const made = await runCli(
+    t,
+    ['users', 'create', '--account', 'Acme', '--email', 'a@example.com', '--password-stdin'],
+    {
+      env,
+      stdin: 'correct horse battery staple\n',
+    },
+  )
+  assert.equal(made.code, 0, made.stderr)
+  // A busy server's writes: a commit every few milliseconds until the commands are done.
+  let writing = true
+  let commits = 0
+  const writer = (async () => {
+    while (writing) {
+      await put(one, 'busy', String(commits++))
+      await sleep(1)
+    }
+  })()
+  try {
+    for (const n of [1, 2, 3]) {
+      const created = await runCli(
+        t,
+        [
+          'webhooks',
+          'create',
+          '--account',
+          'Acme',
+          '--url',
+          `https://example.com/hook/${n}`,
+          '--format',
+          'json',
+          '--status',
+          'Deployed',
+        ],
+        { env },
+      )
+      assert.equal(created.code, 0, created.stderr)
+    }
+  } finally {
+    writing = false
+    await writer
+  }
+  assert.ok(commits > 50, `the other connection committed only ${commits} times`)
+  const rows = await one.db.selectFrom('webhooks').select('url').orderBy('id').execute()
+  assert.deepEqual(
+    rows.map((r) => r.url),
+    [1, 2, 3].map((n) => `https://example.com/hook/${n}`),
+  )
+})
