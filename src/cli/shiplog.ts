@@ -24,7 +24,7 @@ import {
   revokeApiKeyEverywhere,
   scopesFromColumn,
 } from '../domain/keys.js'
-import { passwordProblem } from '../domain/passwords.js'
+import { hashedPassword, passwordProblem } from '../domain/passwords.js'
 import { ensureSecret } from '../domain/settings.js'
 import { isUserRole, nameProblem, printableName, USER_ROLES } from '../domain/text-rules.js'
 import {
@@ -144,12 +144,15 @@ async function usersCreate(args: string[]): Promise<void> {
   const badPassword = passwordProblem(password)
   if (badPassword) throw new CliError(`password ${badPassword}`)
 
+  // Hashed before the transaction: it would otherwise hold the write lock of a new account's row
+  // through the hash, and a server on the same file waits for that with its event loop stopped.
+  const hashed = await hashedPassword(password)
   await withDatabase(async ({ db }) => {
     try {
       // One transaction: a refused user must not leave a new, empty account behind.
       const { user, acct } = await db.transaction().execute(async (trx) => {
         const acct = await ensureAccount(trx, account)
-        const user = await createUser(trx, { accountId: acct.id, email, password, role })
+        const user = await createUser(trx, { accountId: acct.id, email, password: hashed, role })
         await recordAudit(trx, {
           accountId: acct.id,
           actor: cliActor(),
@@ -195,10 +198,11 @@ async function usersSetPassword(args: string[]): Promise<void> {
     const account = await accountOrFail(database, accountName)
     const user = await findUserInAccount(database.db, account.id, email)
     const oneTime = values['one-time'] === true
+    const hashed = await hashedPassword(password)
     const reset =
       user !== undefined &&
       (await database.db.transaction().execute(async (trx) => {
-        if (!(await resetPassword(trx, account.id, user.id, password, { oneTime }))) return false
+        if (!(await resetPassword(trx, account.id, user.id, hashed, { oneTime }))) return false
         await recordAudit(trx, {
           accountId: account.id,
           actor: cliActor(),

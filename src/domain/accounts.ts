@@ -2,7 +2,7 @@
 import type { Kysely } from 'kysely'
 import type { Account, DB, User, UserRole } from '../db/schema.js'
 import { withTransaction } from './audit/transaction.js'
-import { hashPassword } from './passwords.js'
+import { type HashedPassword, hashOf } from './passwords.js'
 import { nameProblem } from './text-rules.js'
 
 /** Null when acceptable, else the reason in words. */
@@ -51,13 +51,17 @@ export class UserExistsError extends Error {
  */
 export async function createUser(
   db: Kysely<DB>,
-  input: { accountId: number; email: string; password: string; role: UserRole; oneTimePassword?: boolean },
+  input: {
+    accountId: number
+    email: string
+    password: string | HashedPassword
+    role: UserRole
+    oneTimePassword?: boolean
+  },
 ): Promise<User> {
   const email = normaliseEmail(input.email)
-  // Hashed first: between a transaction's first read and its first write nothing may wait for
-  // more than the database, or on SQLite another connection's commit in between refuses the write
-  // (db/connect.ts).
-  const passwordHash = await hashPassword(input.password)
+  // Before the first read (a caller inside a transaction passes it hashed: passwords.ts).
+  const passwordHash = await hashOf(input.password)
   const exists = () => findUserInAccount(db, input.accountId, email)
   if (await exists()) throw new UserExistsError(`a user with email ${email} already exists in this account`)
   try {
@@ -138,9 +142,9 @@ export class SetupClosedError extends Error {
  */
 export async function setupFirstAdmin(
   db: Kysely<DB>,
-  input: { accountName: string; email: string; password: string },
+  input: { accountName: string; email: string; password: string | HashedPassword },
 ): Promise<User> {
-  const passwordHash = await hashPassword(input.password)
+  const passwordHash = await hashOf(input.password)
   return withTransaction(db, async (trx) => {
     // Claiming a fixed settings row serialises concurrent set-ups on both databases: a second
     // transaction waits on the row's unique key, then finds it taken.
@@ -169,10 +173,10 @@ export async function setupFirstAdmin(
 export async function setPassword(
   db: Kysely<DB>,
   userId: number,
-  password: string,
+  password: string | HashedPassword,
   options: { oneTime: boolean },
 ): Promise<void> {
-  const passwordHash = await hashPassword(password)
+  const passwordHash = await hashOf(password)
   await db
     .updateTable('users')
     .set({ password_hash: passwordHash, must_change_password: options.oneTime ? 1 : 0 })
@@ -188,10 +192,10 @@ export async function resetPassword(
   db: Kysely<DB>,
   accountId: number,
   userId: number,
-  password: string,
+  password: string | HashedPassword,
   options: { oneTime: boolean },
 ): Promise<boolean> {
-  const passwordHash = await hashPassword(password)
+  const passwordHash = await hashOf(password)
   return withTransaction(db, async (trx) => {
     const updated = await trx
       .updateTable('users')

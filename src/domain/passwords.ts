@@ -25,6 +25,25 @@ export async function hashPassword(password: string): Promise<string> {
   return ['scrypt', PARAMS.N, PARAMS.r, PARAMS.p, salt.toString('base64'), key.toString('base64')].join('$')
 }
 
+/**
+ * A password already hashed. A transaction must not wait for a hash (about 50 ms on the thread
+ * pool) once Kysely has begun it: on SQLite the connection is then inside the transaction, other
+ * work on it starts the transaction's snapshot, and an event committed meanwhile refuses its write
+ * (db/connect.ts). So whoever opens the transaction hashes first, with `hashedPassword`.
+ */
+export class HashedPassword {
+  constructor(readonly hash: string) {}
+}
+
+export async function hashedPassword(password: string): Promise<HashedPassword> {
+  return new HashedPassword(await hashPassword(password))
+}
+
+/** The hash of `password`: made now for a plain password, or the one it already carries. */
+export async function hashOf(password: string | HashedPassword): Promise<string> {
+  return password instanceof HashedPassword ? password.hash : hashPassword(password)
+}
+
 export async function verifyPassword(password: string, stored: string): Promise<boolean> {
   const parts = stored.split('$')
   if (parts.length !== 6 || parts[0] !== 'scrypt') return false

@@ -1,15 +1,17 @@
 // A transaction that reads, waits on something else, and then writes, while another connection
 // commits in between: on SQLite the write loses the race for the write lock (SQLITE_BUSY_SNAPSHOT),
 // and Shiplog's handle runs the whole transaction again (db/connect.ts). This is what a `shiplog`
-// command beside a busy server, or a Settings form while pipelines send events, meet. Both databases
-// (on PostgreSQL the first attempt succeeds).
+// command beside a busy server, or a Settings form while pipelines send events, meet; forms that set
+// a password hash it before their transaction begins (passwords.ts). Both databases (on PostgreSQL
+// the first attempt succeeds).
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import { parseDatabaseUrl } from '../../src/config.js'
 import { type Database, openDatabase } from '../../src/db/connect.js'
 import { migrateToLatest } from '../../src/db/migrate.js'
-import { freshDatabaseUrl, testDialect } from '../helper.js'
+import { buildTestApp, freshDatabaseUrl, testDialect } from '../helper.js'
 import { processEnv, runCli, sleep } from '../support/processes.js'
+import { deploy, userSession } from '../support/ui.js'
 
 async function twoHandles(t: Parameters<typeof freshDatabaseUrl>[0]): Promise<[Database, Database, string]> {
   const url = await freshDatabaseUrl(t)
@@ -129,4 +131,60 @@ test('shiplog webhooks create succeeds while another connection keeps committing
     rows.map((r) => r.url),
     [1, 2, 3].map((n) => `https://example.com/hook/${n}`),
   )
+})
+
+test('Settings adds a user and resets a password while events keep arriving', async (t) => {
+  const ctx = await buildTestApp(t, {
+    databaseUrl: await freshDatabaseUrl(t),
+    env: { SHIPLOG_RATE_LIMIT: '100000' },
+  })
+  const { browser: admin } = await userSession(ctx, ctx.tenant.account.id, 'ada@example.com')
+  // Events arrive all along, each through the key look-up and the event store's own connection.
+  let sending = true
+  let sent = 0
+  const pipeline = (async () => {
+    while (sending) {
+      const batch = await Promise.all(
+        Array.from({ length: 8 }, (_, i) =>
+          deploy(ctx.app, ctx.tenant.key, {
+            service: `svc-${i}`,
+            environment: 'prod',
+            version: `1.${sent}`,
+            status: 'Deployed',
+          }),
+        ),
+      )
+      for (const r of batch) assert.equal(r.status, 201)
+      sent += batch.length
+    }
+  })()
+  try {
+    for (const n of [1, 2, 3]) {
+      const added = await admin.submit('/settings/', '/settings/users', {
+        email: `person${n}@example.com`,
+        role: 'member',
+      })
+      assert.equal(
+        added.statusCode,
+        303,
+        `adding person${n}: ${added.statusCode} ${added.payload.slice(0, 300)}`,
+      )
+      const row = await ctx.database.db
+        .selectFrom('users')
+        .select('id')
+        .where('email', '=', `person${n}@example.com`)
+        .executeTakeFirstOrThrow()
+      const reset = await admin.submit('/settings/', `/settings/users/${row.id}/password`, {})
+      assert.equal(
+        reset.statusCode,
+        303,
+        `resetting person${n}: ${reset.statusCode} ${reset.payload.slice(0, 300)}`,
+      )
+    }
+  } finally {
+    sending = false
+    await pipeline
+  }
+  assert.ok(sent > 0)
+  assert.equal(await ctx.eventCount(), sent)
 })

@@ -281,8 +281,10 @@ async function verifyStream(
 /** Verifies both chains; `ok` only when nothing is wrong. */
 export async function verifyChains(database: Database, options: VerifyOptions = {}): Promise<VerifyResult> {
   const now = options.now ?? Date.now()
-  const problems = new Problems(options.maxProblems ?? 20)
+  let problems = new Problems(options.maxProblems ?? 20)
   const run = async (db: Kysely<DB>) => {
+    // Afresh on every attempt: on SQLite a transaction may be run again (db/connect.ts).
+    problems = new Problems(options.maxProblems ?? 20)
     const cutoffs = await retentionCutoffs(db, now)
     const streams: StreamSummary[] = []
     for (const spec of STREAMS)

@@ -16,7 +16,7 @@ import {
 import { recordAudit } from '../../domain/audit/log.js'
 import { ssoClientFor } from '../../domain/identity/oidc-client.js'
 import { passwordLoginAllowed, sessionIdToken } from '../../domain/identity/provisioning.js'
-import { hashPassword, passwordProblem, verifyPassword } from '../../domain/passwords.js'
+import { hashedPassword, hashPassword, passwordProblem, verifyPassword } from '../../domain/passwords.js'
 import { createSession, deleteSession, deleteUserSessions } from '../../domain/sessions.js'
 import { loginPage, logoutPage, passwordPage, setupPage } from '../../views/auth-pages.js'
 import { providerLogoutPage } from '../../views/sso-pages.js'
@@ -122,8 +122,9 @@ export const authRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app, ctx)
     }
     try {
       // The first admin is the first entry of the new account's audit log, written with it.
+      const hashed = await hashedPassword(password)
       const user = await db.transaction().execute(async (trx) => {
-        const created = await setupFirstAdmin(trx, { accountName: account, email, password })
+        const created = await setupFirstAdmin(trx, { accountName: account, email, password: hashed })
         await recordAudit(trx, {
           accountId: created.account_id,
           actor: { kind: 'user', id: created.id, name: created.email },
@@ -338,8 +339,9 @@ export const authRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app, ctx)
     else if (password !== (request.body.confirm ?? '')) errors.push('The two new passwords differ.')
     else if (password === current) errors.push('Choose a password different from the current one.')
     if (errors.length > 0) return rerender(errors, 422)
+    const hashed = await hashedPassword(password)
     await db.transaction().execute(async (trx) => {
-      await setPassword(trx, user.userId, password, { oneTime: false })
+      await setPassword(trx, user.userId, hashed, { oneTime: false })
       // Other browsers signed in with the old password are signed out.
       await deleteUserSessions(trx, user.userId, user.sessionId)
       await recordAudit(trx, {

@@ -24,6 +24,7 @@ import {
   scopesFromColumn,
 } from '../../domain/keys.js'
 import { getRetention, MAX_RETENTION_DAYS } from '../../domain/operations/retention.js'
+import { hashedPassword } from '../../domain/passwords.js'
 import { loadBoardSettings } from '../../domain/services.js'
 import { type SessionUser, takeFlash } from '../../domain/sessions.js'
 import { isUserRole, nameProblem } from '../../domain/text-rules.js'
@@ -223,12 +224,14 @@ export const settingsRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app, 
     if (!isUserRole(role)) errors.push('Role must be admin or member.')
     if (errors.length > 0 || !isUserRole(role)) return render(request, reply, user, { errors }, 422)
     const password = oneTimePassword()
+    // Hashed before the transaction begins (passwords.ts: HashedPassword).
+    const hashed = await hashedPassword(password)
     try {
       const created = await db.transaction().execute(async (trx) => {
         const added = await createUser(trx, {
           accountId: user.accountId,
           email,
-          password,
+          password: hashed,
           role,
           oneTimePassword: true,
         })
@@ -298,11 +301,12 @@ export const settingsRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app, 
     }
     const target = (await listUsers(db, user.accountId)).find((u) => u.id === id)
     const password = oneTimePassword()
+    const hashed = await hashedPassword(password)
     // Scoped to the admin's account: another account's user id is "no such user".
     const reset =
       target !== undefined &&
       (await db.transaction().execute(async (trx) => {
-        if (!(await resetPassword(trx, user.accountId, id, password, { oneTime: true }))) return false
+        if (!(await resetPassword(trx, user.accountId, id, hashed, { oneTime: true }))) return false
         await recordAudit(trx, {
           ...auditFrom(request, user),
           action: 'password.changed',
