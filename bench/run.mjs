@@ -1144,25 +1144,38 @@ if (insights) {
       `${quick ? ' (BENCH_QUICK: tiny dataset)' : ''}`,
   )
   console.log('')
+  /** " + 9.1 µs in the database's backends", where they were measured. @param {number | null | undefined} us */
+  const backend = (us) => (typeof us === 'number' ? ` + ${num(us, 2)} µs in the database's backends` : '')
   for (const d of insights.derivations) {
     console.log(
-      `  ${d.target}: ${num(d.usPerEvent, 2)} µs of CPU per event to derive deployments ` +
+      `  ${d.target}: ${num(d.usPerEvent, 2)} µs of CPU per event to derive deployments${backend(d.backendUsPerEvent)} ` +
         `(budget ${DERIVE_TARGET_US} µs: ${d.usPerEvent <= DERIVE_TARGET_US ? 'met' : 'NOT met'}); ` +
         `${num(d.events)} events in ${num(d.seconds, 1)} s, one process, no HTTP`,
     )
     if (d.steadyEvents)
       console.log(
-        `  ${d.target}, keeping up: ${num(d.steadyUsPerEvent, 2)} µs of CPU per event for the last ` +
-          `${num(d.steadyEvents)} events derived again in ${num(d.steadyRuns)} runs of ${num(deriveRun)}, ` +
+        `  ${d.target}, keeping up: ${num(d.steadyUsPerEvent, 2)} µs of CPU per event${backend(d.steadyBackendUsPerEvent)} ` +
+          `for the last ${num(d.steadyEvents)} events derived again in ${num(d.steadyRuns)} runs of ${num(deriveRun)}, ` +
           `as the background task does under ingest`,
       )
+    const f = d.floor
+    if (f) {
+      const floorUs = f.readUs + f.writeUs
+      console.log(
+        `  ${d.target}, the floor with no derivation logic: reading the events ${num(f.readUs, 2)} µs` +
+          `${backend(f.readBackendUs)}, writing one deployment row per two events with all of its indexes ` +
+          `${num(f.writeUs, 2)} µs${backend(f.writeBackendUs)} (primary key alone: ${num(f.writeKeyOnlyUs, 2)} µs` +
+          `${backend(f.writeKeyOnlyBackendUs)}); this process alone ${num(floorUs, 2)} µs, ` +
+          `derivation ${num(d.usPerEvent / floorUs, 2)}x that`,
+      )
+    }
   }
   console.log('')
   console.log(renderTable(insightsHeader, insightsTable))
   console.log('')
   console.log(
     'Derivation: `shiplog deployments rebuild` done in a process of its own (bench/lib/derive-child.mjs); its ' +
-      'user+system CPU divided by the events (on PostgreSQL the database server is not counted); keeping up: ' +
+      "user+system CPU divided by the events (on a local PostgreSQL, its backends' CPU from /proc is shown beside it); keeping up: " +
       'the same process derives all but the last events again, then those in small runs. Pages: timed ' +
       'like the /logs/ pages above; each must answer 200 and show what the seeded history predicts.',
   )

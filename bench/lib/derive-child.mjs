@@ -6,6 +6,7 @@
 // then those are derived in runs of `--run R` events (default 300), as the background task does
 // while ingest goes on, and the CPU of those runs alone is reported as well.
 import { parseArgs } from 'node:util'
+import pg from 'pg'
 import { parseDatabaseUrl } from '../../dist/config.js'
 import { openDatabase } from '../../dist/db/connect.js'
 import {
@@ -14,6 +15,7 @@ import {
   rebuildDeployments,
   resetDeployments,
 } from '../../dist/domain/deployments/store.js'
+import { cpuSeconds } from './proc.mjs'
 
 const { values, positionals } = parseArgs({
   allowPositionals: true,
@@ -33,11 +35,41 @@ function cpuMs(since) {
   return (cpu.user + cpu.system) / 1000
 }
 
+/**
+ * On PostgreSQL, the CPU so far of the database's other backends (this process's pool), read from
+ * /proc when the server is local; null on SQLite or when it is not. Derivation's statements run there,
+ * so on PostgreSQL its cost is this process's CPU and theirs.
+ */
+async function backendCpuMs() {
+  if (url.startsWith('sqlite:')) return null
+  const client = new pg.Client({ connectionString: url })
+  await client.connect()
+  try {
+    const { rows } = await client.query(
+      'SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()',
+    )
+    let total = 0
+    for (const r of rows) {
+      const s = cpuSeconds(Number(r.pid))
+      if (s === null) return null
+      total += s * 1000
+    }
+    return total
+  } finally {
+    await client.end()
+  }
+}
+
 try {
   const before = process.cpuUsage()
   const t0 = performance.now()
   const events = await rebuildDeployments(database)
-  const result = { events, cpuMs: cpuMs(before), seconds: (performance.now() - t0) / 1000 }
+  const result = {
+    events,
+    cpuMs: cpuMs(before),
+    seconds: (performance.now() - t0) / 1000,
+    backendCpuMs: await backendCpuMs(),
+  }
   if (steady > 0) {
     // Derive all but the last `steady` events (in the rebuild's own way), then time the rest.
     await resetDeployments(database)
@@ -48,6 +80,7 @@ try {
       derived += r.events
       if (r.events === 0) break
     }
+    const backendBefore = await backendCpuMs()
     const start = process.cpuUsage()
     const t1 = performance.now()
     let caughtUp = 0
@@ -64,6 +97,9 @@ try {
       steadyCpuMs: cpuMs(start),
       steadySeconds: (performance.now() - t1) / 1000,
     })
+    const backendAfter = await backendCpuMs()
+    result.steadyBackendCpuMs =
+      backendBefore === null || backendAfter === null ? null : backendAfter - backendBefore
   }
   console.log(JSON.stringify(result))
 } finally {

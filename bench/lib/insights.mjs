@@ -296,7 +296,36 @@ async function oneDatabase(o, dialect, label, derivations, pageRows) {
       const steadyUsPerEvent = derived.steadyEvents
         ? (derived.steadyCpuMs * 1000) / derived.steadyEvents
         : null
-      derivations.push({ target: dialect, n: o.n, ...derived, usPerEvent, steadyUsPerEvent })
+      const perEvent = (/** @type {number | null | undefined} */ ms, /** @type {number} */ events) =>
+        typeof ms === 'number' ? (ms * 1000) / events : null
+      // The floor under it, on the same database: reading the events and writing deployment rows,
+      // with no derivation logic (bench/lib/derive-floor.mjs).
+      const floorOut = await runNode([join(o.root, 'bench', 'lib', 'derive-floor.mjs'), databaseUrl], {
+        env,
+        cwd: o.root,
+        timeoutMs: 15 * 60_000,
+      })
+      const f = JSON.parse(floorOut.trim().split('\n').at(-1) ?? '{}')
+      const floor = {
+        readUs: perEvent(f.reading.cpuMs, f.reading.events),
+        readBackendUs: perEvent(f.reading.backendCpuMs, f.reading.events),
+        writeUs: perEvent(f.allIndexes.cpuMs, f.allIndexes.events),
+        writeBackendUs: perEvent(f.allIndexes.backendCpuMs, f.allIndexes.events),
+        writeKeyOnlyUs: perEvent(f.primaryKeyOnly.cpuMs, f.primaryKeyOnly.events),
+        writeKeyOnlyBackendUs: perEvent(f.primaryKeyOnly.backendCpuMs, f.primaryKeyOnly.events),
+      }
+      derivations.push({
+        target: dialect,
+        n: o.n,
+        ...derived,
+        usPerEvent,
+        backendUsPerEvent: perEvent(derived.backendCpuMs, derived.events),
+        steadyUsPerEvent,
+        steadyBackendUsPerEvent: derived.steadyEvents
+          ? perEvent(derived.steadyBackendCpuMs, derived.steadyEvents)
+          : null,
+        floor,
+      })
       process.stderr.write(
         `  ${label}: derived deployments of ${derived.events.toLocaleString('en-US')} events: ` +
           `${usPerEvent.toFixed(2)} µs CPU per event (${derived.seconds.toFixed(1)} s)` +
