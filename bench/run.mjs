@@ -14,7 +14,8 @@
 //   delivery only after BENCH_WEBHOOK_DELAY_MS, and once more with them deleted: the mean rate and
 //   server CPU per answer with them are compared with those without (issue 12: within 5 %). On
 //   PostgreSQL, POST /deploy four more times, with the tamper-evidence chain held off, running,
-//   running, held off (issue 14: throughput does not drop).
+//   running, held off (issue 14: throughput does not drop), and four more with the derivation of
+//   deployments held off, running, running, held off (issue 11: the ingest ratio does not drop).
 // export - for each size in BENCH_EXPORT_ROWS and each database: a fresh SQLite file / PostgreSQL
 //   database seeded directly with that many events of one account (bench/lib/seed.mjs: 20 services,
 //   5 environments, 3 statuses, versions, some url/commit/description, received_at increasing), then
@@ -81,7 +82,7 @@ import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import SqliteDatabase from 'better-sqlite3'
 import pg from 'pg'
-import { chainCpu, chainLagAfterRun, holdChain } from './lib/chain.mjs'
+import { chainCpu, chainLagAfterRun, holdChain, holdDerivation } from './lib/chain.mjs'
 import { killAllChildren, runNode, startServer } from './lib/children.mjs'
 import { benchCopy } from './lib/copy.mjs'
 import { benchInsights, DERIVE_TARGET_US, PAGE_TARGET_MS } from './lib/insights.mjs'
@@ -294,7 +295,22 @@ function countedShape(base, build, prefix) {
 }
 
 /** Each scenario's versions start with its own prefix, so one database can hold several. */
-const VERSION_PREFIXES = ['1.0.', '2.0.', '3.0.', '4.0.', '5.0.', '6.0.', '7.0.', '8.0.', '9.0.', '9.1.']
+const VERSION_PREFIXES = [
+  '1.0.',
+  '2.0.',
+  '3.0.',
+  '4.0.',
+  '5.0.',
+  '6.0.',
+  '7.0.',
+  '8.0.',
+  '9.0.',
+  '9.1.',
+  '9.2.',
+  '9.3.',
+  '9.4.',
+  '9.5.',
+]
 
 /** @param {string} key @param {string} [prefix] versions are the prefix and a counter */
 function deployShape(key, prefix = '1.0.') {
@@ -558,7 +574,7 @@ async function benchShiplog(store) {
         })
       }
     }
-    /** @type {Array<[string, CountedShape, string, string, string, (() => Promise<void>) | null, boolean?]>} */
+    /** @type {Array<[string, CountedShape, string, string, string, (() => Promise<void>) | null, ('chain' | 'derivation')?]>} */
     const scenarios = [
       [`${store.dialect} POST /deploy`, deployShape(key), 'deploy', 'POST /deploy', '1.0.', null],
       [`${store.dialect} GET /put`, putShape(key), 'put-get', 'GET /put', '2.0.', null],
@@ -606,11 +622,17 @@ async function benchShiplog(store) {
     // FOR UPDATE by the bench, which makes the chain skip its turn), in the order off, on, on, off so
     // that the slow-down of a growing table falls on both equally.
     if (store.dialect === 'postgres') {
+      // Deriving deployments (issue 11: the ingest ratio does not drop) the same way: its progress
+      // row, the lock every derivation run takes first, held FOR UPDATE by the bench.
       for (const [label, prefix, hold] of /** @type {const} */ ([
-        ['chain held off', '5.0.', true],
-        ['chain running', '6.0.', false],
-        ['chain running again', '7.0.', false],
-        ['chain held off again', '8.0.', true],
+        ['chain held off', '5.0.', 'chain'],
+        ['chain running', '6.0.', undefined],
+        ['chain running again', '7.0.', undefined],
+        ['chain held off again', '8.0.', 'chain'],
+        ['derivation held off', '9.2.', 'derivation'],
+        ['derivation running', '9.3.', undefined],
+        ['derivation running again', '9.4.', undefined],
+        ['derivation held off again', '9.5.', 'derivation'],
       ])) {
         scenarios.push([
           `${store.dialect} POST /deploy, ${label}`,
@@ -626,7 +648,12 @@ async function benchShiplog(store) {
     for (const [scenario, shape, source, request, prefix, before, hold] of scenarios) {
       if (before) await before()
       await settleDerivation(store)
-      const held = hold ? await holdChain(store.databaseUrl) : null
+      const held =
+        hold === 'chain'
+          ? await holdChain(store.databaseUrl)
+          : hold === 'derivation'
+            ? await holdDerivation(store.databaseUrl)
+            : null
       let run
       try {
         run = await warmAndMeasure(server.url, shape, scenario, server.pid)
@@ -1054,6 +1081,15 @@ if (parts.has('ingest')) {
     console.log(
       `chain: ${dialect}: with the chain running, POST /deploy ${compared(on, off, 'with the chain held off')} ` +
         '(two runs each, in the order off, on, on, off)',
+    )
+  }
+  for (const dialect of ['sqlite', 'postgres']) {
+    const off = meanOf(dialect, ['derivation held off', 'derivation held off again'])
+    const on = meanOf(dialect, ['derivation running', 'derivation running again'])
+    if (!off || !on) continue
+    console.log(
+      `deployments: ${dialect}: with derivation running, POST /deploy ` +
+        `${compared(on, off, 'with it held off')} (two runs each, in the order off, on, on, off)`,
     )
   }
   for (const c of chainLags) {

@@ -111,7 +111,13 @@ export async function buildApp(options: BuildOptions): Promise<App> {
     intervalMs: 60 * 60 * 1000,
     run: async () => void (await deleteExpiredSessions(database.db)),
   })
-  const deployments = new DeploymentSync(database)
+  // Events this instance stored: background work that can wait (deriving deployments, the chain)
+  // stands aside while they arrive in a burst (src/domain/ingest-burst.ts).
+  let storedEvents = 0
+  writer.onCommit((outcomes) => {
+    for (const outcome of outcomes) if (outcome.kind === 'stored') storedEvents++
+  })
+  const deployments = new DeploymentSync(database, { storedEvents: () => storedEvents })
   tasks.add(deployments.task())
   const metrics = new Metrics(database, tasks)
   writer.onCommit((outcomes) => metrics.eventsCommitted(outcomes))
@@ -131,10 +137,6 @@ export async function buildApp(options: BuildOptions): Promise<App> {
   tasks.add(webhooks.task())
   // Tamper evidence: chains events and audit entries off the request path (src/domain/chain/),
   // waiting while a burst of ingest lasts.
-  let storedEvents = 0
-  writer.onCommit((outcomes) => {
-    for (const outcome of outcomes) if (outcome.kind === 'stored') storedEvents++
-  })
   tasks.add(chainTask(database, { storedEvents: () => storedEvents }, app.log))
   tasks.add(retentionTask(database, app.log))
   app.addHook('onReady', async () => tasks.start())

@@ -44,15 +44,41 @@ export async function chainLagAfterRun(databaseUrl, limitMs = 60_000) {
  * its head rows FOR UPDATE in an open transaction; the task takes them FOR UPDATE SKIP LOCKED and
  * skips its turn while they are taken (src/domain/chain/chainer.ts). Ingest does not touch them.
  * @param {string} databaseUrl
+ */
+export function holdChain(databaseUrl) {
+  return holdRows(
+    databaseUrl,
+    'SELECT stream FROM chain_heads FOR UPDATE',
+    'no chain head to hold (the chain has not started)',
+  )
+}
+
+/**
+ * Keeps the deployments' derivation of a server on a PostgreSQL database from running until
+ * `release()`: holds the progress row FOR UPDATE, which every derivation run takes first as its
+ * lock (src/domain/deployments/store-postgres.ts), so the background task waits there and derives
+ * the held-off events once released. Ingest does not touch the row.
+ * @param {string} databaseUrl
+ */
+export function holdDerivation(databaseUrl) {
+  return holdRows(
+    databaseUrl,
+    'SELECT id FROM deployments_progress FOR UPDATE',
+    'no derivation progress row to hold',
+  )
+}
+
+/**
+ * @param {string} databaseUrl @param {string} query takes the rows FOR UPDATE @param {string} missing
  * @returns {Promise<{ release: () => Promise<void> }>}
  */
-export async function holdChain(databaseUrl) {
+async function holdRows(databaseUrl, query, missing) {
   const client = new pg.Client({ connectionString: databaseUrl })
   await client.connect()
   try {
     await client.query('BEGIN')
-    const { rowCount } = await client.query('SELECT stream FROM chain_heads FOR UPDATE')
-    if (!rowCount) throw new Error('holdChain: no chain head to hold (the chain has not started)')
+    const { rowCount } = await client.query(query)
+    if (!rowCount) throw new Error(missing)
   } catch (err) {
     await client.end()
     throw err

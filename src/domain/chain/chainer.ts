@@ -17,6 +17,7 @@
 import { sql, type Transaction } from 'kysely'
 import type { Database, PostgresHandle, SqliteHandle } from '../../db/connect.js'
 import type { DB } from '../../db/schema.js'
+import { type BurstOptions, IngestBurst } from '../ingest-burst.js'
 import type { Task, TaskLogger } from '../tasks.js'
 import {
   type ChainRow,
@@ -36,20 +37,9 @@ export const HOLE_SETTLE_MS = 100
 /** The most: after this a gap is passed whatever still runs (a commit later is then "inserted"). */
 export const HOLE_GRACE_MS = 60_000
 
-export interface ChainOptions {
+/** The task waits while a burst of ingest lasts (ingest-burst.ts); busyLoop is BUSY_LOOP unless set. */
+export interface ChainOptions extends BurstOptions {
   batch?: number
-  /** The task: event-loop utilisation above which it waits (BUSY_LOOP). */
-  busyLoop?: number
-  /**
-   * The task: events this instance has stored so far (a running count); while they arrive faster
-   * than BUSY_INGEST a second, the chain waits as for a busy loop. On PostgreSQL the database
-   * server does much of the work of ingest, so a burst seldom saturates the event loop.
-   */
-  storedEvents?: () => number
-  /** The task: the ingest rate, events a second, above which it waits (BUSY_INGEST). */
-  busyIngest?: number
-  /** The task: the longest it waits for a busy loop (MAX_YIELD_MS). */
-  maxYieldMs?: number
   /** How soon a gap being waited for is looked at again (the task). */
   settleMs?: number
   graceMs?: number
@@ -308,20 +298,13 @@ export const HEAD_LOG_INTERVAL_MS = 10 * 60_000
 
 /** Event-loop utilisation above which the chain waits for ingest to ease off. */
 export const BUSY_LOOP = 0.85
-/**
- * Events a second stored by this instance above which the chain waits for ingest to ease off: far
- * above what pipelines send (a few a minute), far below what a burst or a load test sends.
- */
-export const BUSY_INGEST = 500
-/** The longest the chain waits for a busy event loop before it runs anyway. */
-export const MAX_YIELD_MS = 30_000
 
 /**
  * The background task: a run a second while idle; while rows wait, the next run follows after
  * twice as long as this one took (at least 20 ms), so chaining takes at most about a third of the
  * event loop from ingest; a gap being waited for is looked at again after HOLE_SETTLE_MS. While the
  * event loop is busier than BUSY_LOOP, or events arrive faster than BUSY_INGEST a second (a burst
- * of ingest), the chain waits, for at most MAX_YIELD_MS: a burst is answered at full speed and
+ * of ingest; src/domain/ingest-burst.ts), the chain waits, for at most MAX_YIELD_MS: a burst is answered at full speed and
  * chained right after it. Under load that never eases, once it has waited that long it catches up
  * at its usual pace, busy or not, and only waits again once nothing is left to chain: it is never
  * more than MAX_YIELD_MS and one catch-up behind. Every HEAD_LOG_INTERVAL_MS, when the chain moved,
@@ -331,36 +314,17 @@ export const MAX_YIELD_MS = 30_000
 export function chainTask(database: Database, options: ChainOptions = {}, log?: TaskLogger): Task {
   let lastLogged = 0
   let loggedHeads = ''
-  let loop = performance.eventLoopUtilization()
-  let stored = options.storedEvents?.() ?? 0
-  let lookedAt = performance.now()
-  let yieldingSince: number | null = null
-  // Waited its bound under a burst: catch up before waiting again.
-  let catchingUp = false
+  const burst = new IngestBurst({ ...options, busyLoop: options.busyLoop ?? BUSY_LOOP })
   return {
     name: 'chain',
     intervalMs: 1000,
     firstRunMs: 0,
     run: async () => {
-      const sinceLast = performance.eventLoopUtilization(loop)
-      loop = performance.eventLoopUtilization()
-      const now = performance.now()
-      const storedNow = options.storedEvents?.() ?? 0
-      const ingestRate = now > lookedAt ? ((storedNow - stored) * 1000) / (now - lookedAt) : 0
-      stored = storedNow
-      lookedAt = now
-      const busy =
-        sinceLast.utilization > (options.busyLoop ?? BUSY_LOOP) ||
-        ingestRate > (options.busyIngest ?? BUSY_INGEST)
-      if (!catchingUp && busy) {
-        yieldingSince ??= now
-        if (now - yieldingSince < (options.maxYieldMs ?? MAX_YIELD_MS)) return 250
-        catchingUp = true
-      }
-      yieldingSince = null
+      const wait = burst.wait()
+      if (wait !== null) return wait
       const started = performance.now()
       const results = await chainOnce(database, options)
-      catchingUp &&= results.some((r) => r.more)
+      burst.ran(results.some((r) => r.more))
       if (log && Date.now() - lastLogged >= HEAD_LOG_INTERVAL_MS) {
         const heads = [await currentHead(database.db, 'events'), await currentHead(database.db, 'audit')]
           .filter((h) => h !== null)

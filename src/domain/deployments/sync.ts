@@ -2,6 +2,7 @@
 // arrived, and a wait that every read of deployments calls first, so an event the server has
 // acknowledged shows on the next page or API answer (read-your-writes).
 import type { Database } from '../../db/connect.js'
+import { type BurstOptions, IngestBurst } from '../ingest-burst.js'
 import type { Task } from '../tasks.js'
 import { CATCH_UP_BATCH, type CatchUpResult, catchUpDeployments, deploymentsBehind } from './store.js'
 
@@ -26,8 +27,15 @@ const MIN_BACKLOG_PAUSE_MS = 200
 export class DeploymentSync {
   #running: Promise<void> | null = null
   readonly #listeners: Array<(result: CatchUpResult) => void> = []
+  readonly #burst: IngestBurst
 
-  constructor(private readonly database: Database) {}
+  /** `burst`: what tells the background task that a burst of ingest lasts (ingest-burst.ts). */
+  constructor(
+    private readonly database: Database,
+    burst: BurstOptions = {},
+  ) {
+    this.#burst = new IngestBurst(burst)
+  }
 
   /**
    * Derives the events that wait, if any, before a read. Concurrent readers share one run; a run
@@ -74,7 +82,11 @@ export class DeploymentSync {
   /**
    * The background task: a run a second while idle; while a backlog remains, the next run follows
    * after twice as long as this one took (at least MIN_BACKLOG_PAUSE_MS), so deriving takes at most
-   * about a third of the event loop from ingest under load. Reads derive what they need themselves.
+   * about a third of the event loop from ingest under load. While a burst of ingest lasts (more than
+   * BUSY_INGEST events a second stored here) it waits, for at most MAX_YIELD_MS, and derives the
+   * burst after it in large runs: deriving at full pace during one halved POST /deploy on PostgreSQL.
+   * Reads derive what they need themselves, so pages and the API are never behind; live updates,
+   * webhooks and metrics follow the task.
    */
   task(): Task {
     return {
@@ -82,10 +94,14 @@ export class DeploymentSync {
       intervalMs: 1000,
       firstRunMs: 0,
       run: async () => {
+        const wait = this.#burst.wait()
+        if (wait !== null) return wait
         if (!(await deploymentsBehind(this.database.db))) return undefined
         const started = performance.now()
         await this.catchUp(1, RUN_BATCH)
-        if (!(await deploymentsBehind(this.database.db))) return undefined
+        const behind = await deploymentsBehind(this.database.db)
+        this.#burst.ran(behind)
+        if (!behind) return undefined
         return Math.max(MIN_BACKLOG_PAUSE_MS, 2 * (performance.now() - started))
       },
     }

@@ -1,0 +1,74 @@
+// Background work that can wait (chaining, deriving deployments) stands aside while a burst of
+// ingest lasts: on two cores its CPU would otherwise come out of the requests' (deriving deployments
+// at full pace halved POST /deploy on PostgreSQL in `npm run bench`). It is bounded: past
+// MAX_YIELD_MS of one burst the work catches up at its usual pace, and waits again only once nothing
+// is left, so it is never more than MAX_YIELD_MS and one catch-up behind.
+
+/**
+ * Events a second stored by this instance above which background work waits: far above what
+ * pipelines send (a few a minute), far below what a burst or a load test sends.
+ */
+export const BUSY_INGEST = 500
+/** The longest background work waits for one burst before it catches up anyway. */
+export const MAX_YIELD_MS = 30_000
+/** While a burst lasts, how soon the next look comes. */
+export const LOOK_AGAIN_MS = 250
+
+export interface BurstOptions {
+  /**
+   * Events this instance has stored so far (a running count); while they arrive faster than
+   * `busyIngest` a second, the work waits. Without it only the event loop is looked at.
+   */
+  storedEvents?: () => number
+  /** The ingest rate, events a second, above which the work waits (BUSY_INGEST). */
+  busyIngest?: number
+  /**
+   * Event-loop utilisation (0–1) above which the work waits too; unset, the loop is not looked at.
+   * On SQLite a burst saturates the loop; on PostgreSQL the database server does much of the work of
+   * ingest, so a burst seldom does, which is why the ingest rate is looked at as well.
+   */
+  busyLoop?: number
+  /** The longest the work waits for one burst (MAX_YIELD_MS). */
+  maxYieldMs?: number
+}
+
+/** One task's view of the bursts: ask `wait()` at the start of each turn, tell `ran()` after. */
+export class IngestBurst {
+  #loop = performance.eventLoopUtilization()
+  #stored: number
+  #lookedAt = performance.now()
+  #yieldingSince: number | null = null
+  // Waited its bound under a burst: catching up until nothing is left.
+  #catchingUp = false
+
+  constructor(private readonly options: BurstOptions = {}) {
+    this.#stored = options.storedEvents?.() ?? 0
+  }
+
+  /** How long to wait before looking again while a burst lasts, or null: run now. */
+  wait(): number | null {
+    const sinceLast = performance.eventLoopUtilization(this.#loop)
+    this.#loop = performance.eventLoopUtilization()
+    const now = performance.now()
+    const storedNow = this.options.storedEvents?.() ?? 0
+    const ingestRate = now > this.#lookedAt ? ((storedNow - this.#stored) * 1000) / (now - this.#lookedAt) : 0
+    this.#stored = storedNow
+    this.#lookedAt = now
+    const busyLoop = this.options.busyLoop
+    const busy =
+      (busyLoop !== undefined && sinceLast.utilization > busyLoop) ||
+      ingestRate > (this.options.busyIngest ?? BUSY_INGEST)
+    if (!this.#catchingUp && busy) {
+      this.#yieldingSince ??= now
+      if (now - this.#yieldingSince < (this.options.maxYieldMs ?? MAX_YIELD_MS)) return LOOK_AGAIN_MS
+      this.#catchingUp = true
+    }
+    this.#yieldingSince = null
+    return null
+  }
+
+  /** After a turn that ran: whether work is left (a catch-up lasts until none is). */
+  ran(more: boolean): void {
+    this.#catchingUp &&= more
+  }
+}

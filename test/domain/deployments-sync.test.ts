@@ -1,0 +1,130 @@
+// The deployments' background task (src/domain/deployments/sync.ts) stands aside while a burst of
+// ingest lasts and derives the burst after it; a read derives what it shows even during one; under a
+// burst that never eases it derives once it has waited its bound, and waits again only once nothing
+// is left. Both databases.
+import assert from 'node:assert/strict'
+import { test } from 'node:test'
+import { parseDatabaseUrl } from '../../src/config.js'
+import { type Database, openDatabase } from '../../src/db/connect.js'
+import { migrateToLatest } from '../../src/db/migrate.js'
+import { deploymentsBehind } from '../../src/domain/deployments/store.js'
+import { DeploymentSync } from '../../src/domain/deployments/sync.js'
+import { LOOK_AGAIN_MS } from '../../src/domain/ingest-burst.js'
+import { addTenant, type Cleanup, freshDatabaseUrl } from '../helper.js'
+import { expectedDeployments, storedDeployments } from '../support/deployments.js'
+
+async function setUp(t: Cleanup): Promise<{ database: Database; accountId: number }> {
+  const database = openDatabase(parseDatabaseUrl(await freshDatabaseUrl(t)))
+  t.after(() => database.close())
+  await migrateToLatest(database)
+  const { account } = await addTenant(database, 'Acme')
+  return { database, accountId: account.id }
+}
+
+/** A Deploying and a Deployed event of `version` of api in prod. */
+async function deployOnce(database: Database, accountId: number, version: string): Promise<void> {
+  for (const status of ['Deploying', 'Deployed'] as const) {
+    await database.db
+      .insertInto('events')
+      .values({
+        account_id: accountId,
+        service: 'api',
+        environment: 'prod',
+        version,
+        status,
+        url: null,
+        commit_sha: null,
+        description: null,
+        deployer: 'ada',
+        source: 'deploy',
+        api_key_id: null,
+        api_key_name: null,
+        received_at: Date.now(),
+      })
+      .execute()
+  }
+}
+
+async function derivedCount(database: Database): Promise<number> {
+  const row = await database.db
+    .selectFrom('deployments')
+    .select((eb) => eb.fn.countAll<number | string>().as('n'))
+    .executeTakeFirstOrThrow()
+  return Number(row.n)
+}
+
+const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
+
+test('the task waits while a burst of ingest lasts and derives it after; a read derives what it shows meanwhile', async (t) => {
+  const { database, accountId } = await setUp(t)
+  let stored = 0
+  const sync = new DeploymentSync(database, { storedEvents: () => stored, maxYieldMs: 60_000 })
+  const derivedRuns: number[] = []
+  sync.onDerived((result) => derivedRuns.push(result.events))
+  const task = sync.task()
+
+  await deployOnce(database, accountId, '1.0.0')
+  await pause(100)
+  stored += 1000 // 1,000 events in about 100 ms: 10,000 a second
+  assert.equal(await task.run(), LOOK_AGAIN_MS, 'a burst: look again soon')
+  assert.equal(await derivedCount(database), 0, 'nothing derived during the burst')
+  assert.equal(await deploymentsBehind(database.db), true)
+  assert.deepEqual(derivedRuns, [])
+
+  // A page or API answer does not wait for the burst: it derives what it shows.
+  await sync.current()
+  assert.equal(await deploymentsBehind(database.db), false)
+  assert.deepEqual(await storedDeployments(database), await expectedDeployments(database))
+  assert.deepEqual(derivedRuns, [2])
+
+  await deployOnce(database, accountId, '1.0.1')
+  await pause(100)
+  stored += 1000
+  assert.equal(await task.run(), LOOK_AGAIN_MS, 'the burst goes on')
+  assert.equal(await derivedCount(database), 1)
+  await pause(200)
+  stored += 10 // 10 events in 200 ms: 50 a second
+  assert.equal(await task.run(), undefined, 'the burst eased: derived, nothing left')
+  assert.equal(await deploymentsBehind(database.db), false)
+  assert.deepEqual(await storedDeployments(database), await expectedDeployments(database))
+  assert.deepEqual(derivedRuns, [2, 2])
+})
+
+test('under a burst that never eases the task derives once it has waited its bound, then waits again', async (t) => {
+  const { database, accountId } = await setUp(t)
+  let stored = 0
+  const sync = new DeploymentSync(database, { storedEvents: () => stored, maxYieldMs: 300 })
+  const task = sync.task()
+  /** Events keep arriving at 10,000 a second for `ms`. */
+  const burst = async (ms: number) => {
+    await pause(ms)
+    stored += ms * 10
+  }
+
+  await deployOnce(database, accountId, '2.0.0')
+  await burst(100)
+  assert.equal(await task.run(), LOOK_AGAIN_MS, 'within its bound it waits')
+  assert.equal(await derivedCount(database), 0)
+  await burst(350)
+  assert.equal(await task.run(), undefined, 'past its bound it derives, burst or not, until nothing is left')
+  assert.equal(await deploymentsBehind(database.db), false)
+  assert.deepEqual(await storedDeployments(database), await expectedDeployments(database))
+
+  await deployOnce(database, accountId, '2.0.1')
+  await burst(100)
+  assert.equal(await task.run(), LOOK_AGAIN_MS, 'caught up: under the same burst it waits again')
+  assert.equal(await derivedCount(database), 1)
+  await burst(350)
+  await task.run()
+  assert.equal(await derivedCount(database), 2, 'and again derives once past its bound')
+  assert.equal(await deploymentsBehind(database.db), false)
+})
+
+test('without a count of stored events (no ingest in this process) the task derives at once', async (t) => {
+  const { database, accountId } = await setUp(t)
+  const task = new DeploymentSync(database).task()
+  await deployOnce(database, accountId, '3.0.0')
+  assert.equal(await task.run(), undefined)
+  assert.equal(await derivedCount(database), 1)
+  assert.equal(await deploymentsBehind(database.db), false)
+})
