@@ -252,6 +252,9 @@ function wireLiveUpdates(
     if (closing || timer || !outcomes.some((o) => o.kind === 'stored')) return
     // On SQLite only this process streams: with nobody listening the background task suffices.
     if (database.dialect === 'sqlite' && hub.clients() === 0) return
+    // During a burst of ingest the background task derives it after, in large runs: a run every
+    // 100 ms here would take the burst's CPU in small, dear ones (src/domain/ingest-burst.ts).
+    if (deployments.inBurst()) return
     timer = setTimeout(() => {
       timer = null
       if (closing) return

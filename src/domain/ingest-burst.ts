@@ -40,6 +40,7 @@ export class IngestBurst {
   #yieldingSince: number | null = null
   // Waited its bound under a burst: catching up until nothing is left.
   #catchingUp = false
+  #busy = false
 
   constructor(private readonly options: BurstOptions = {}) {
     this.#stored = options.storedEvents?.() ?? 0
@@ -58,6 +59,7 @@ export class IngestBurst {
     const busy =
       (busyLoop !== undefined && sinceLast.utilization > busyLoop) ||
       ingestRate > (this.options.busyIngest ?? BUSY_INGEST)
+    this.#busy = busy
     if (!this.#catchingUp && busy) {
       this.#yieldingSince ??= now
       if (now - this.#yieldingSince < (this.options.maxYieldMs ?? MAX_YIELD_MS)) return LOOK_AGAIN_MS
@@ -65,6 +67,14 @@ export class IngestBurst {
     }
     this.#yieldingSince = null
     return null
+  }
+
+  /**
+   * Whether the last look found a burst, waiting or catching up: work that could go elsewhere (a
+   * run sooner than the task's) should leave it to the task while this holds.
+   */
+  get busy(): boolean {
+    return this.#busy
   }
 
   /** After a turn that ran: whether work is left (a catch-up lasts until none is). */

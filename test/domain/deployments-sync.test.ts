@@ -1,7 +1,7 @@
 // The deployments' background task (src/domain/deployments/sync.ts) stands aside while a burst of
 // ingest lasts and derives the burst after it; a read derives what it shows even during one; under a
 // burst that never eases it derives once it has waited its bound, and waits again only once nothing
-// is left. Both databases.
+// is left; live updates' own runs are left to it while a burst lasts (inBurst). Both databases.
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import { parseDatabaseUrl } from '../../src/config.js'
@@ -66,7 +66,9 @@ test('the task waits while a burst of ingest lasts and derives it after; a read 
   await deployOnce(database, accountId, '1.0.0')
   await pause(100)
   stored += 1000 // 1,000 events in about 100 ms: 10,000 a second
+  assert.equal(sync.inBurst(), false, 'no burst seen yet')
   assert.equal(await task.run(), LOOK_AGAIN_MS, 'a burst: look again soon')
+  assert.equal(sync.inBurst(), true, 'live updates leave the burst to the task')
   assert.equal(await derivedCount(database), 0, 'nothing derived during the burst')
   assert.equal(await deploymentsBehind(database.db), true)
   assert.deepEqual(derivedRuns, [])
@@ -85,6 +87,7 @@ test('the task waits while a burst of ingest lasts and derives it after; a read 
   await pause(200)
   stored += 10 // 10 events in 200 ms: 50 a second
   assert.equal(await task.run(), undefined, 'the burst eased: derived, nothing left')
+  assert.equal(sync.inBurst(), false)
   assert.equal(await deploymentsBehind(database.db), false)
   assert.deepEqual(await storedDeployments(database), await expectedDeployments(database))
   assert.deepEqual(derivedRuns, [2, 2])
@@ -107,6 +110,7 @@ test('under a burst that never eases the task derives once it has waited its bou
   assert.equal(await derivedCount(database), 0)
   await burst(350)
   assert.equal(await task.run(), undefined, 'past its bound it derives, burst or not, until nothing is left')
+  assert.equal(sync.inBurst(), true, 'the burst goes on: live updates still leave it to the task')
   assert.equal(await deploymentsBehind(database.db), false)
   assert.deepEqual(await storedDeployments(database), await expectedDeployments(database))
 

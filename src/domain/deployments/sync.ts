@@ -50,6 +50,15 @@ export class DeploymentSync {
   }
 
   /**
+   * Whether the background task last found a burst of ingest: a run sooner than the task's (live
+   * updates ask for one after each commit) should be left to the task meanwhile, which derives the
+   * burst in fewer, larger runs.
+   */
+  inBurst(): boolean {
+    return this.#burst.busy
+  }
+
+  /**
    * Calls `listener` after each committed run of this process that derived something (live updates
    * and metrics). A listener must not throw or block.
    */
