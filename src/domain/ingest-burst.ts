@@ -1,7 +1,8 @@
 // Background work that can wait (chaining, deriving deployments) stands aside while a burst of
 // ingest lasts: on two cores its CPU would otherwise come out of the requests' (deriving deployments
-// at full pace halved POST /deploy on PostgreSQL in `npm run bench`). It is bounded: past
-// MAX_YIELD_MS of one burst the work catches up at its usual pace, and waits again only once nothing
+// at full pace halved POST /deploy on PostgreSQL in `npm run bench`). It is bounded: once it has
+// waited MAX_YIELD_MS since it first waited with work left (one long burst, or bursts with pauses
+// too short to catch up in), the work catches up at its usual pace and waits again only once nothing
 // is left, so it is never more than MAX_YIELD_MS and one catch-up behind.
 
 /**
@@ -61,11 +62,12 @@ export class IngestBurst {
       ingestRate > (this.options.busyIngest ?? BUSY_INGEST)
     this.#busy = busy
     if (!this.#catchingUp && busy) {
+      // The bound counts from the first wait while work is left: a pause between bursts in which a
+      // run or two cannot clear it does not start it again.
       this.#yieldingSince ??= now
       if (now - this.#yieldingSince < (this.options.maxYieldMs ?? MAX_YIELD_MS)) return LOOK_AGAIN_MS
       this.#catchingUp = true
     }
-    this.#yieldingSince = null
     return null
   }
 
@@ -77,8 +79,10 @@ export class IngestBurst {
     return this.#busy
   }
 
-  /** After a turn that ran: whether work is left (a catch-up lasts until none is). */
+  /** After a turn that ran: whether work is left (a catch-up, and the bound's clock, last until none is). */
   ran(more: boolean): void {
-    this.#catchingUp &&= more
+    if (more) return
+    this.#catchingUp = false
+    this.#yieldingSince = null
   }
 }

@@ -304,8 +304,8 @@ export const BUSY_LOOP = 0.85
  * twice as long as this one took (at least 20 ms), so chaining takes at most about a third of the
  * event loop from ingest; a gap being waited for is looked at again after HOLE_SETTLE_MS. While the
  * event loop is busier than BUSY_LOOP, or events arrive faster than BUSY_INGEST a second (a burst
- * of ingest; src/domain/ingest-burst.ts), the chain waits, for at most MAX_YIELD_MS: a burst is answered at full speed and
- * chained right after it. Under load that never eases, once it has waited that long it catches up
+ * of ingest; src/domain/ingest-burst.ts), the chain waits, for at most MAX_YIELD_MS: a burst is
+ * answered at full speed and chained right after it. Under load that never eases, once it has waited that long it catches up
  * at its usual pace, busy or not, and only waits again once nothing is left to chain: it is never
  * more than MAX_YIELD_MS and one catch-up behind. Every HEAD_LOG_INTERVAL_MS, when the chain moved,
  * it logs both heads: a log shipped elsewhere then holds heads that `shiplog verify --head` can

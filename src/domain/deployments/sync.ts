@@ -105,7 +105,11 @@ export class DeploymentSync {
       run: async () => {
         const wait = this.#burst.wait()
         if (wait !== null) return wait
-        if (!(await deploymentsBehind(this.database.db))) return undefined
+        if (!(await deploymentsBehind(this.database.db))) {
+          // Reads may have derived what the task waited for.
+          this.#burst.ran(false)
+          return undefined
+        }
         const started = performance.now()
         await this.catchUp(1, RUN_BATCH)
         const behind = await deploymentsBehind(this.database.db)
