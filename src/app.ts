@@ -260,6 +260,7 @@ function wireLiveUpdates(
       if (closing) return
       deriving = deployments
         .catchUp(1)
+        .then(() => undefined)
         .catch(() => {
           // The background task derives again and reports failures once (TaskRunner).
         })

@@ -56,8 +56,11 @@ export function holdChain(databaseUrl) {
 /**
  * Keeps the deployments' derivation of a server on a PostgreSQL database from running until
  * `release()`: holds the progress row FOR UPDATE, which every derivation run takes first as its
- * lock (src/domain/deployments/store-postgres.ts), so the background task waits there and derives
- * the held-off events once released. Ingest does not touch the row.
+ * lock (src/domain/deployments/store-postgres.ts), so the background task (or a run live updates
+ * asked for before the burst was seen) waits there, holding one of the pool's connections, and
+ * derives the held-off events once released. Ingest does not touch the row. The wait is a statement,
+ * so it must end within the server's statement_timeout (15 s): warm-up and run together stay under
+ * it (3 s + 10 s by default).
  * @param {string} databaseUrl
  */
 export function holdDerivation(databaseUrl) {

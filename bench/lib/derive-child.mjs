@@ -5,6 +5,7 @@
 // With `--steady N` it also measures keeping up: the history is rebuilt except its last N events,
 // then those are derived in runs of `--run R` events (default 300), as the background task does
 // while ingest goes on, and the CPU of those runs alone is reported as well.
+import { readFileSync } from 'node:fs'
 import { parseArgs } from 'node:util'
 import pg from 'pg'
 import { parseDatabaseUrl } from '../../dist/config.js'
@@ -36,31 +37,56 @@ function cpuMs(since) {
 }
 
 /**
- * On PostgreSQL, the CPU so far of the database's other backends (this process's pool), read from
- * /proc when the server is local; null on SQLite or when it is not. Derivation's statements run there,
- * so on PostgreSQL its cost is this process's CPU and theirs.
+ * On PostgreSQL, the CPU so far of each of this process's backends (application_name 'shiplog', as
+ * the pool names itself), by pid, read from /proc when the server is local; null on SQLite or when
+ * a pid there is not a postgres process (a server elsewhere, or in a container). Derivation's
+ * statements run there, so on PostgreSQL its cost is this process's CPU and theirs.
+ * @returns {Promise<Map<number, number> | null>}
  */
-async function backendCpuMs() {
+async function backendCpu() {
   if (url.startsWith('sqlite:')) return null
   const client = new pg.Client({ connectionString: url })
   await client.connect()
   try {
     const { rows } = await client.query(
-      'SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()',
+      `SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND backend_type = 'client backend'
+        AND application_name = 'shiplog' AND pid <> pg_backend_pid()`,
     )
-    let total = 0
+    const byPid = new Map()
     for (const r of rows) {
-      const s = cpuSeconds(Number(r.pid))
-      if (s === null) return null
-      total += s * 1000
+      const pid = Number(r.pid)
+      const seconds = isPostgres(pid) ? cpuSeconds(pid) : null
+      if (seconds === null) return null
+      byPid.set(pid, seconds * 1000)
     }
-    return total
+    return byPid
   } finally {
     await client.end()
   }
 }
 
+/** @param {number} pid */
+function isPostgres(pid) {
+  try {
+    return /\((postgres|postmaster)\)/.test(readFileSync(`/proc/${pid}/stat`, 'utf8'))
+  } catch {
+    return false
+  }
+}
+
+/**
+ * The backends' CPU between two snapshots: a backend that started after the first counts whole.
+ * @param {Map<number, number> | null} before @param {Map<number, number> | null} after
+ */
+function backendCpuMs(before, after) {
+  if (before === null || after === null) return null
+  let total = 0
+  for (const [pid, ms] of after) total += ms - (before.get(pid) ?? 0)
+  return total
+}
+
 try {
+  const backendsBefore = await backendCpu()
   const before = process.cpuUsage()
   const t0 = performance.now()
   const events = await rebuildDeployments(database)
@@ -68,7 +94,7 @@ try {
     events,
     cpuMs: cpuMs(before),
     seconds: (performance.now() - t0) / 1000,
-    backendCpuMs: await backendCpuMs(),
+    backendCpuMs: backendCpuMs(backendsBefore, await backendCpu()),
   }
   if (steady > 0) {
     // Derive all but the last `steady` events (in the rebuild's own way), then time the rest.
@@ -80,7 +106,7 @@ try {
       derived += r.events
       if (r.events === 0) break
     }
-    const backendBefore = await backendCpuMs()
+    const backendsBeforeSteady = await backendCpu()
     const start = process.cpuUsage()
     const t1 = performance.now()
     let caughtUp = 0
@@ -97,9 +123,7 @@ try {
       steadyCpuMs: cpuMs(start),
       steadySeconds: (performance.now() - t1) / 1000,
     })
-    const backendAfter = await backendCpuMs()
-    result.steadyBackendCpuMs =
-      backendBefore === null || backendAfter === null ? null : backendAfter - backendBefore
+    result.steadyBackendCpuMs = backendCpuMs(backendsBeforeSteady, await backendCpu())
   }
   console.log(JSON.stringify(result))
 } finally {

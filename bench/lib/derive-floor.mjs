@@ -5,6 +5,7 @@
 // all of its indexes, then with its primary key alone. CPU per event of this process and, on a local
 // PostgreSQL, of the database backend too. Run by bench/lib/insights.mjs after derive-child.mjs, on
 // the same seeded database, before any server opens it; the scratch table is dropped afterwards.
+import { readFileSync } from 'node:fs'
 import SqliteDatabase from 'better-sqlite3'
 import pg from 'pg'
 import { cpuSeconds } from './proc.mjs'
@@ -94,26 +95,30 @@ function sqliteFloor(file) {
       db.exec(`DROP TABLE IF EXISTS ${SCRATCH}`)
       for (const s of schema('table')) db.exec(s)
       if (withIndexes) for (const s of schema('index')) db.exec(s)
-      const insert = db.prepare(
-        `INSERT INTO ${SCRATCH} (${DEPLOYMENT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-      )
-      // The events are read again for each variant, outside the measured time.
-      let after = 0
-      let events = 0
-      let spent = 0
-      for (;;) {
-        const run = readRun(after)
-        if (run.length === 0) break
-        const start = cpuMs()
-        db.exec('BEGIN IMMEDIATE')
-        for (let i = 0; i < run.length; i += 2) insert.run(...rowOf(/** @type {never} */ (run[i])))
-        db.exec('COMMIT')
-        spent += cpuMs() - start
-        events += run.length
-        after = /** @type {{ id: number }} */ (run.at(-1)).id
+      try {
+        const insert = db.prepare(
+          `INSERT INTO ${SCRATCH} (${DEPLOYMENT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+        )
+        // The events are read again for each variant, outside the measured time.
+        let after = 0
+        let events = 0
+        let spent = 0
+        for (;;) {
+          const run = readRun(after)
+          if (run.length === 0) break
+          const start = cpuMs()
+          db.exec('BEGIN IMMEDIATE')
+          for (let i = 0; i < run.length; i += 2) insert.run(...rowOf(/** @type {never} */ (run[i])))
+          db.exec('COMMIT')
+          spent += cpuMs() - start
+          events += run.length
+          after = /** @type {{ id: number }} */ (run.at(-1)).id
+        }
+        return { events, cpuMs: spent }
+      } finally {
+        if (db.inTransaction) db.exec('ROLLBACK')
+        db.exec(`DROP TABLE IF EXISTS ${SCRATCH}`)
       }
-      db.exec(`DROP TABLE ${SCRATCH}`)
-      return { events, cpuMs: spent }
     }
     const reading = readAll()
     const allIndexes = writeAll(true)
@@ -124,6 +129,15 @@ function sqliteFloor(file) {
   }
 }
 
+/** @param {number} pid */
+function isPostgres(pid) {
+  try {
+    return /\((postgres|postmaster)\)/.test(readFileSync(`/proc/${pid}/stat`, 'utf8'))
+  } catch {
+    return false
+  }
+}
+
 /** @param {string} connectionString */
 async function postgresFloor(connectionString) {
   const client = new pg.Client({ connectionString })
@@ -131,9 +145,11 @@ async function postgresFloor(connectionString) {
   try {
     const { rows: who } = await client.query('SELECT pg_backend_pid() AS pid')
     const backendPid = Number(who[0].pid)
-    // On a local server the backend's CPU is in /proc; elsewhere it is not counted (null).
+    // On a local server the backend's CPU is in /proc; elsewhere (another host, a container: the pid
+    // is not a postgres process here) it is not counted (null).
+    const local = isPostgres(backendPid)
     const backendMs = () => {
-      const s = cpuSeconds(backendPid)
+      const s = local ? cpuSeconds(backendPid) : null
       return s === null ? null : s * 1000
     }
     const readRun = async (/** @type {number} */ after) => {
@@ -196,35 +212,38 @@ async function postgresFloor(connectionString) {
       await client.query(
         `ALTER TABLE ${SCRATCH} ADD FOREIGN KEY (account_id) REFERENCES accounts (id) ON DELETE CASCADE`,
       )
-      const result = await measure(async (after) => {
-        const run = await readRun(after)
-        if (run.length === 0) return null
-        const start = cpuMs()
-        const startBackend = backendMs()
-        await client.query('BEGIN')
-        for (let i = 0; i < run.length; i += 2 * ROWS_PER_STATEMENT) {
-          const rows = []
-          for (let j = i; j < Math.min(run.length, i + 2 * ROWS_PER_STATEMENT); j += 2)
-            rows.push(rowOf(/** @type {never} */ (run[j])))
-          const column = (/** @type {number} */ k) => rows.map((r) => r[k])
-          await client.query(
-            `INSERT INTO ${SCRATCH} (${DEPLOYMENT_COLUMNS}) SELECT * FROM unnest($1::bigint[], $2::bigint[],
+      try {
+        return await measure(async (after) => {
+          const run = await readRun(after)
+          if (run.length === 0) return null
+          const start = cpuMs()
+          const startBackend = backendMs()
+          await client.query('BEGIN')
+          for (let i = 0; i < run.length; i += 2 * ROWS_PER_STATEMENT) {
+            const rows = []
+            for (let j = i; j < Math.min(run.length, i + 2 * ROWS_PER_STATEMENT); j += 2)
+              rows.push(rowOf(/** @type {never} */ (run[j])))
+            const column = (/** @type {number} */ k) => rows.map((r) => r[k])
+            await client.query(
+              `INSERT INTO ${SCRATCH} (${DEPLOYMENT_COLUMNS}) SELECT * FROM unnest($1::bigint[], $2::bigint[],
               $3::text[], $4::text[], $5::text[], $6::bigint[], $7::bigint[], $8::text[], $9::integer[], $10::bigint[],
               $11::integer[], $12::integer[], $13::text[], $14::text[], $15::text[])`,
-            Array.from({ length: 15 }, (_, k) => column(k)),
-          )
-        }
-        await client.query('COMMIT')
-        const endBackend = backendMs()
-        return {
-          last: /** @type {{ id: number }} */ (run.at(-1)).id,
-          count: run.length,
-          spent: cpuMs() - start,
-          spentBackend: startBackend === null || endBackend === null ? null : endBackend - startBackend,
-        }
-      })
-      await client.query(`DROP TABLE ${SCRATCH}`)
-      return result
+              Array.from({ length: 15 }, (_, k) => column(k)),
+            )
+          }
+          await client.query('COMMIT')
+          const endBackend = backendMs()
+          return {
+            last: /** @type {{ id: number }} */ (run.at(-1)).id,
+            count: run.length,
+            spent: cpuMs() - start,
+            spentBackend: startBackend === null || endBackend === null ? null : endBackend - startBackend,
+          }
+        })
+      } finally {
+        await client.query('ROLLBACK').catch(() => {})
+        await client.query(`DROP TABLE IF EXISTS ${SCRATCH}`)
+      }
     }
     const allIndexes = await writeAll(true)
     const primaryKeyOnly = await writeAll(false)

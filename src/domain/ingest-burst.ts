@@ -73,7 +73,9 @@ export class IngestBurst {
 
   /**
    * Whether the last look found a burst, waiting or catching up: work that could go elsewhere (a
-   * run sooner than the task's) should leave it to the task while this holds.
+   * run sooner than the task's) should leave it to the task while this holds. It is the last look's
+   * verdict: a task looks at least once a second while its runs succeed, and while they fail only as
+   * often as the runner retries them.
    */
   get busy(): boolean {
     return this.#busy

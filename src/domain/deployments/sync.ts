@@ -25,7 +25,7 @@ const MAX_RUNS_PER_READ = 10
 const MIN_BACKLOG_PAUSE_MS = 200
 
 export class DeploymentSync {
-  #running: Promise<void> | null = null
+  #running: Promise<boolean> | null = null
   readonly #listeners: Array<(result: CatchUpResult) => void> = []
   readonly #burst: IngestBurst
 
@@ -68,18 +68,21 @@ export class DeploymentSync {
 
   /**
    * Derives up to `runs` batches of at most `limit` events; joins the run in progress rather than
-   * starting a second.
+   * starting a second. True when the last batch was full: more events waited beyond it.
    */
-  catchUp(runs: number, limit = CATCH_UP_BATCH): Promise<void> {
+  catchUp(runs: number, limit = CATCH_UP_BATCH): Promise<boolean> {
     if (this.#running) return this.#running
     const run = (async () => {
       try {
+        let more = false
         for (let i = 0; i < runs; i++) {
           const result = await catchUpDeployments(this.database, { limit })
           if (result.events > 0 || result.regrouped > 0)
             for (const listener of this.#listeners) listener(result)
-          if (!result.more) return
+          more = result.more
+          if (!more) break
         }
+        return more
       } finally {
         this.#running = null
       }
@@ -111,10 +114,10 @@ export class DeploymentSync {
           return undefined
         }
         const started = performance.now()
-        await this.catchUp(1, RUN_BATCH)
-        const behind = await deploymentsBehind(this.database.db)
-        this.#burst.ran(behind)
-        if (!behind) return undefined
+        // A catch-up past the burst bound lasts while runs come back full, not while anything at all
+        // waits: under steady ingest a little always has arrived since the run read its batch.
+        this.#burst.ran(await this.catchUp(1, RUN_BATCH))
+        if (!(await deploymentsBehind(this.database.db))) return undefined
         return Math.max(MIN_BACKLOG_PAUSE_MS, 2 * (performance.now() - started))
       },
     }
