@@ -2,8 +2,9 @@
 // ingest lasts: on two cores its CPU would otherwise come out of the requests' (deriving deployments
 // at full pace halved POST /deploy on PostgreSQL in `npm run bench`). It is bounded: once it has
 // waited MAX_YIELD_MS since it first waited with work left (one long burst, or bursts with pauses
-// too short to catch up in), the work catches up at its usual pace and waits again only once nothing
-// is left, so it is never more than MAX_YIELD_MS and one catch-up behind.
+// too short to catch up in), the work catches up at its usual pace and waits again only once a run
+// no longer finds more than it can take, so it is never more than MAX_YIELD_MS and one catch-up
+// behind.
 
 /**
  * Events a second stored by this instance above which background work waits: far above what
@@ -39,7 +40,7 @@ export class IngestBurst {
   #stored: number
   #lookedAt = performance.now()
   #yieldingSince: number | null = null
-  // Waited its bound under a burst: catching up until nothing is left.
+  // Waited its bound under a burst: catching up until a run is no longer full.
   #catchingUp = false
   #busy = false
 
@@ -81,7 +82,10 @@ export class IngestBurst {
     return this.#busy
   }
 
-  /** After a turn that ran: whether work is left (a catch-up, and the bound's clock, last until none is). */
+  /**
+   * After a turn that ran: whether more was left than the run could take (a full batch). A catch-up,
+   * and the bound's clock, last until a run is not full.
+   */
   ran(more: boolean): void {
     if (more) return
     this.#catchingUp = false
