@@ -110,11 +110,23 @@ export function retainForProcessLifetime(...objects: unknown[]): void {
  * Creates the database file (and its directory, when missing) readable by its owner only: it holds
  * every account's events and users. SQLite would create it with the umask's usual 0644; it gives
  * the -wal and -shm files it makes later the main file's permissions, so they are 0600 too. An
- * existing file is left as the operator set it.
+ * existing file is left as the operator set it, and never opened here: POSIX locks belong to the
+ * process, and closing any descriptor of the file drops every lock this process's SQLite
+ * connections hold on it. Then the next outside client to close its connection (the sqlite3 shell)
+ * believes itself the last one, checkpoints and deletes the -wal and -shm under the running server,
+ * and what the server writes afterwards goes to a deleted WAL ("How To Corrupt An SQLite Database
+ * File", §2.2). Opening with O_EXCL only ever creates a new inode, on which nothing holds a lock.
  */
 function createPrivately(path: string): void {
   mkdirSync(dirname(path), { recursive: true, mode: 0o700 })
-  closeSync(openSync(path, 'a', 0o600))
+  let created: number
+  try {
+    created = openSync(path, 'wx', 0o600)
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'EEXIST') return
+    throw err
+  }
+  closeSync(created)
 }
 
 /** A SQLite connection set up the way Shiplog needs it, with its statement cache. */
