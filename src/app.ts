@@ -92,8 +92,7 @@ export async function buildApp(options: BuildOptions): Promise<App> {
     ? new RedisRateLimitStore(resources.redis.client, resources.redis.health)
     : new MemoryRateLimitStore()
 
-  const store = eventStoreFor(database)
-  const writer = new EventWriter(store)
+  const writer = new EventWriter(eventStoreFor(database))
   const verifier = new ApiKeyVerifier(database, { ttlMs: config.keyCacheMs })
   // While the database is away these would repeat every few seconds; the outage log says it once.
   const outages = outageLogFor(database)
@@ -162,7 +161,6 @@ export async function buildApp(options: BuildOptions): Promise<App> {
     await tasks.stop()
     await live.stopped()
     await writer.close()
-    await store.close()
     await usage.flush().catch((err) => app.log.warn({ err }, 'could not record API key last-used times'))
   })
 

@@ -1,5 +1,6 @@
-// Builds the app for tests over a private database: SQLite in memory, or a fresh PostgreSQL schema
-// when the suite runs with SHIPLOG_TEST_DB=postgres (TEST_DATABASE_URL names the server).
+// Builds the app for tests over a private database: a temporary SQLite file (the topology production
+// runs), or a fresh PostgreSQL schema when the suite runs with SHIPLOG_TEST_DB=postgres
+// (TEST_DATABASE_URL names the server).
 import { randomBytes } from 'node:crypto'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
@@ -139,8 +140,7 @@ export interface BuildOptions {
 }
 
 export async function buildTestApp(t: TestContext | Cleanup, options: BuildOptions = {}): Promise<TestApp> {
-  const databaseUrl =
-    options.databaseUrl ?? (testDialect === 'postgres' ? await freshPostgresUrl() : 'sqlite::memory:')
+  const databaseUrl = options.databaseUrl ?? (await freshDatabaseUrl(t))
   const config = testConfig(databaseUrl, options.env)
   const database = openDatabase(config.database)
   await migrateToLatest(database)

@@ -176,8 +176,8 @@ const KEY_BY_DIGEST = 'SELECT id, account_id, name, revoked_at, scopes FROM api_
  */
 function keyLookup(database: Database): (digest: string) => Promise<KeyRow | undefined> {
   if (database.dialect === 'sqlite') {
-    const statement = database.prepare(`${KEY_BY_DIGEST}?`)
-    return async (digest) => statement.get(digest) as KeyRow | undefined
+    const text = `${KEY_BY_DIGEST}?`
+    return (digest) => database.read((sql) => sql.get<KeyRow>(text, digest))
   }
   const pool = database.pool
   const query = { name: 'shiplog_key_by_digest', text: `${KEY_BY_DIGEST}$1` }

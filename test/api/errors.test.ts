@@ -315,14 +315,19 @@ test('database unavailable → 503, and the service recovers by itself', async (
   } else {
     ctx = await buildTestApp(t)
     assert.ok(ctx.database.dialect === 'sqlite')
-    const sqlite = ctx.database.sqlite
-    // A database that cannot be written (read-only or full disk) answers like one that is away.
-    cut = async () => {
-      sqlite.exec('PRAGMA query_only = ON')
+    const database = ctx.database
+    // A database that cannot be written (read-only or full disk) answers like one that is away: the
+    // write connection, borrowed from its owner's queue, is told to refuse writes.
+    const setQueryOnly = async (on: boolean) => {
+      const hold = await database.hold()
+      try {
+        hold.sql.execute(`PRAGMA query_only = ${on ? 'ON' : 'OFF'}`, [])
+      } finally {
+        hold.release()
+      }
     }
-    restore = async () => {
-      sqlite.exec('PRAGMA query_only = OFF')
-    }
+    cut = () => setQueryOnly(true)
+    restore = () => setQueryOnly(false)
   }
   const key = { 'x-api-key': ctx.tenant.key }
   assert.equal((await ctx.app.inject(request('deploy', VALID, key))).statusCode, 201)

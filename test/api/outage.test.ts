@@ -34,7 +34,7 @@ import { type Database, openDatabase } from '../../src/db/connect.js'
 import { migrateToLatest } from '../../src/db/migrate.js'
 import type { EventRow } from '../../src/db/schema.js'
 import { OutageLog } from '../../src/domain/database-errors.js'
-import { addTenant, type Cleanup, testConfig, testDialect } from '../helper.js'
+import { addTenant, type Cleanup, freshDatabaseUrl, testConfig, testDialect } from '../helper.js'
 import { freePort, type ServerProcess, sleep, startServer, withTimeout } from '../support/processes.js'
 
 const CI = process.env.CI === 'true' || process.env.CI === '1'
@@ -551,7 +551,7 @@ interface Disk {
   /** Makes writes fail: the disk fills up, or the kernel turns the file system read-only. */
   break(): void | Promise<void>
   /** Makes writes work again without a restart; absent where only a restart could mend it. */
-  readonly mend?: () => void
+  readonly mend?: () => void | Promise<void>
 }
 
 /** A disk of the test's own, mounted at `dir`. */
@@ -703,9 +703,7 @@ async function serverOnDisk(t: Cleanup, disk: MountedDisk): Promise<Target & { s
  * read-only one. Not the real disk, but the same SQLite errors through the same code.
  */
 async function inProcess(t: Cleanup, kind: 'full' | 'read-only'): Promise<{ target: Target; disk: Disk }> {
-  // In memory: on a file, events are written through a connection of their own, which these
-  // pragmas on the app's connection would not reach.
-  const config = testConfig('sqlite::memory:')
+  const config = testConfig(await freshDatabaseUrl(t))
   const database = openDatabase(config.database)
   const close: Array<() => Promise<void>> = [() => database.close()]
   t.after(async () => {
@@ -724,8 +722,16 @@ async function inProcess(t: Cleanup, kind: 'full' | 'read-only'): Promise<{ targ
   close.push(() => app.close())
   await app.listen({ port: 0, host: '127.0.0.1' })
   const { port } = app.server.address() as AddressInfo
-  assert.ok(database.dialect === 'sqlite', 'an SQLite database has its raw connection')
-  const sqlite = database.sqlite
+  assert.ok(database.dialect === 'sqlite')
+  // The pragmas go to the write connection, borrowed from its owner's queue.
+  const onWriter = async (pragma: string) => {
+    const hold = await database.hold()
+    try {
+      hold.sql.execute(pragma, [])
+    } finally {
+      hold.release()
+    }
+  }
   const target: Target = {
     url: `http://127.0.0.1:${port}`,
     key,
@@ -738,20 +744,14 @@ async function inProcess(t: Cleanup, kind: 'full' | 'read-only'): Promise<{ targ
       ? {
           label: 'full database (in-process fallback: PRAGMA max_page_count)',
           async break() {
-            // Through Kysely's statement cache: better-sqlite3 statements must not become garbage
-            // (see src/db/connect.ts).
             const { rows } = await sql<{ page_count: number }>`PRAGMA page_count`.execute(database.db)
-            sqlite.exec(`PRAGMA max_page_count = ${rows[0]?.page_count ?? 1}`)
+            await onWriter(`PRAGMA max_page_count = ${rows[0]?.page_count ?? 1}`)
           },
-          mend() {
-            sqlite.exec('PRAGMA max_page_count = 1073741823')
-          },
+          mend: () => onWriter('PRAGMA max_page_count = 1073741823'),
         }
       : {
           label: 'read-only database (in-process fallback: PRAGMA query_only)',
-          break() {
-            sqlite.exec('PRAGMA query_only = ON')
-          },
+          break: () => onWriter('PRAGMA query_only = ON'),
         }
   return { target, disk }
 }
@@ -832,7 +832,7 @@ async function sqliteOutage(
 
   let mended = 'not mendable without a restart'
   if (disk.mend) {
-    disk.mend()
+    await disk.mend()
     const refused = events.filter((e) => e.outcome === 'pending')
     for (const event of refused) {
       const attempt = await send(url, key, event)

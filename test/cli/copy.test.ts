@@ -25,20 +25,18 @@ function sqliteSource(t: { after(fn: () => void): void }): string {
   return `sqlite:${join(dir, 'source.db')}`
 }
 
-/**
- * Adds many small events straight into the SQLite source, so a copy takes long enough to kill. One
- * statement run by exec, with no prepared statement left over: on Node 24 better-sqlite3 aborts the
- * process at exit when a statement of an already closed database is collected then.
- */
-function addEvents(url: string, count: number): Promise<void> {
+/** Adds many small events straight into the SQLite source, in one statement, so a copy takes long enough to kill. */
+async function addEvents(url: string, count: number): Promise<void> {
   const database = openDatabase(parseDatabaseUrl(url))
   if (database.dialect !== 'sqlite') throw new Error('the source is SQLite')
-  database.sqlite.exec(
-    `with recursive n(i) as (select 0 union all select i + 1 from n where i < ${Math.trunc(count) - 1})
-     insert into events (account_id, service, environment, version, status, source, received_at)
-     select 1, 'svc-' || (i % 7), 'prod', '1.' || i, 'Deployed', 'deploy', 1700000000000 + i from n`,
+  await database.write((sql) =>
+    sql.run(
+      `with recursive n(i) as (select 0 union all select i + 1 from n where i < ${Math.trunc(count) - 1})
+       insert into events (account_id, service, environment, version, status, source, received_at)
+       select 1, 'svc-' || (i % 7), 'prod', '1.' || i, 'Deployed', 'deploy', 1700000000000 + i from n`,
+    ),
   )
-  return database.close()
+  await database.close()
 }
 
 /**

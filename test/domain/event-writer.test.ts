@@ -3,25 +3,22 @@ import assert from 'node:assert/strict'
 import { type TestContext, test } from 'node:test'
 import { eventStoreFor } from '../../src/domain/events/store.js'
 import { EventWriter, type PendingEvent, WriterClosedError } from '../../src/domain/events/writer.js'
-import { buildTestApp, freshDatabaseUrl, testDialect } from '../helper.js'
+import { buildTestApp, testDialect } from '../helper.js'
 
 /**
- * Where the writer stores: the suite's database (in-memory SQLite, written through the app's
- * connection, or PostgreSQL), and on SQLite also a database file, which the store writes through a
- * connection of its own and fsyncs after each commit.
+ * Where the writer stores: the suite's database (a SQLite file, whose write connection fsyncs after
+ * each commit, or PostgreSQL), and on SQLite also a private in-memory database, which a
+ * `sqlite::memory:` configuration gets: one connection does everything there.
  */
 const TARGETS =
-  testDialect === 'sqlite'
-    ? (['in-memory', 'file (own connection, fsync after commit)'] as const)
-    : (['postgres'] as const)
+  testDialect === 'sqlite' ? (['file', 'in-memory (one connection)'] as const) : (['postgres'] as const)
 
 async function setUp(t: TestContext, target: string) {
-  const databaseUrl =
-    target === 'file (own connection, fsync after commit)' ? await freshDatabaseUrl(t) : undefined
-  const ctx = await buildTestApp(t, databaseUrl ? { databaseUrl } : {})
-  const store = eventStoreFor(ctx.database)
-  t.after(() => store.close())
-  return { ...ctx, store }
+  const ctx = await buildTestApp(
+    t,
+    target === 'in-memory (one connection)' ? { databaseUrl: 'sqlite::memory:' } : {},
+  )
+  return { ...ctx, store: eventStoreFor(ctx.database) }
 }
 
 function pending(accountId: number, apiKeyId: number, version: string): PendingEvent {

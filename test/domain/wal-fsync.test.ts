@@ -1,6 +1,6 @@
 // An event on SQLite is answered only after the WAL file holding its commit has been fsynced
-// (SPEC §1.2: an acknowledged event is never lost), watched through the store's WAL-opening hook.
-// The store writes with synchronous=NORMAL, so without this fsync a commit sits in the page cache.
+// (SPEC §1.2: an acknowledged event is never lost), watched through the database's WAL-opening hook.
+// The write connection commits with synchronous=NORMAL, so without this fsync a commit sits in the page cache.
 import assert from 'node:assert/strict'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { open } from 'node:fs/promises'
@@ -10,7 +10,8 @@ import { type TestContext, test } from 'node:test'
 import { parseDatabaseUrl } from '../../src/config.js'
 import { openDatabase } from '../../src/db/connect.js'
 import { migrateToLatest } from '../../src/db/migrate.js'
-import { eventStoreFor, type WalFile } from '../../src/domain/events/store.js'
+import type { WalFile } from '../../src/db/sqlite/wal.js'
+import { eventStoreFor } from '../../src/domain/events/store.js'
 import { EventWriter, type PendingEvent } from '../../src/domain/events/writer.js'
 import { addTenant } from '../helper.js'
 
@@ -21,18 +22,21 @@ interface HeldSync {
 }
 
 /**
- * Opens the real WAL file and wraps its handle: every sync() is recorded and held until the test
- * releases it, then performs the real fsync.
+ * Opens the real WAL file and wraps its handle: once watching, every sync() is recorded and held
+ * until the test releases it, then performs the real fsync. Before (migrating and setting up, which
+ * commit too) syncs go straight through.
  */
 function watchedWal() {
   const opened: string[] = []
   const held: HeldSync[] = []
   let completed = 0
+  let watching = false
   const openWal = async (path: string): Promise<WalFile> => {
     opened.push(path)
     const handle = await open(path, 'r')
     return {
       async sync() {
+        if (!watching) return handle.sync()
         await new Promise<void>((resolve, reject) => held.push({ release: resolve, fail: reject }))
         await handle.sync()
         completed++
@@ -40,7 +44,15 @@ function watchedWal() {
       close: () => handle.close(),
     }
   }
-  return { openWal, opened, held, completed: () => completed }
+  return {
+    openWal,
+    opened,
+    held,
+    completed: () => completed,
+    watch: () => {
+      watching = true
+    },
+  }
 }
 
 /**
@@ -74,7 +86,8 @@ function tracked<T>(promise: Promise<T>) {
 async function setUp(t: TestContext) {
   const dir = mkdtempSync(join(tmpdir(), 'shiplog-fsync-'))
   const dbPath = join(dir, 'shiplog.db')
-  const database = openDatabase(parseDatabaseUrl(`sqlite:${dbPath}`))
+  const wal = watchedWal()
+  const database = openDatabase(parseDatabaseUrl(`sqlite:${dbPath}`), { openWal: wal.openWal })
   // Closed in reverse order of opening, in one hook.
   const closers: Array<() => Promise<void> | void> = [
     () => rmSync(dir, { recursive: true, force: true }),
@@ -85,17 +98,12 @@ async function setUp(t: TestContext) {
   })
   await migrateToLatest(database)
   const tenant = await addTenant(database, 'Acme')
-  // After the migration: the store prepares its statements on a connection of its own at once.
-  const wal = watchedWal()
-  const store = eventStoreFor(database, { openWal: wal.openWal })
-  const writer = new EventWriter(store)
-  closers.push(
-    () => store.close(),
-    async () => {
-      for (const gate of wal.held) gate.release()
-      await writer.close()
-    },
-  )
+  wal.watch()
+  const writer = new EventWriter(eventStoreFor(database))
+  closers.push(async () => {
+    for (const gate of wal.held) gate.release()
+    await writer.close()
+  })
   const pending = (version: string): PendingEvent => ({
     accountId: tenant.account.id,
     apiKeyId: tenant.keyId,

@@ -147,7 +147,7 @@ async function indexFirst(ctx: TestApp, count: number): Promise<void> {
   if (testDialect !== 'sqlite') return
   await sql`delete from events_version_fts`.execute(ctx.database.db)
   await sql`update events_version_index set through = 0`.execute(ctx.database.db)
-  if (count > 0) indexVersions(ctx.database, count)
+  if (count > 0) await indexVersions(ctx.database, count)
 }
 
 // These tests call the domain functions, not the routes: the app's background indexer starts with
@@ -384,13 +384,13 @@ test('the app indexes in the background, and events sent through POST /deploy ar
 test('the indexer works in batches, oldest first, and stops when told', async (t) => {
   const { ctx, ids } = await seeded(t)
   if (testDialect !== 'sqlite') {
-    assert.equal(indexVersions(ctx.database, 10), 0, 'PostgreSQL has nothing to index')
+    assert.equal(await indexVersions(ctx.database, 10), 0, 'PostgreSQL has nothing to index')
     return
   }
   await indexFirst(ctx, 0)
-  assert.equal(indexVersions(ctx.database, 10), 10)
-  assert.equal(indexVersions(ctx.database, 1000), 2 * VERSIONS.length - 10)
-  assert.equal(indexVersions(ctx.database, 1000), 0)
+  assert.equal(await indexVersions(ctx.database, 10), 10)
+  assert.equal(await indexVersions(ctx.database, 1000), 2 * VERSIONS.length - 10)
+  assert.equal(await indexVersions(ctx.database, 1000), 0)
   assert.equal(await indexedThrough(ctx), ids.at(-1))
 
   await indexFirst(ctx, 0)
@@ -409,7 +409,7 @@ test('the indexer works in batches, oldest first, and stops when told', async (t
 })
 
 test('the migration leaves earlier events to the indexer, and they are found before and after', async (t) => {
-  const url = testDialect === 'postgres' ? await freshDatabaseUrl(t) : 'sqlite::memory:'
+  const url = await freshDatabaseUrl(t)
   const database = openDatabase(testConfig(url).database)
   t.after(() => database.close())
   const steps: [string, Migration][] = [
@@ -447,7 +447,7 @@ test('the migration leaves earlier events to the indexer, and they are found bef
   const expected = ['RELEASE-Ä', 'Release-2026.11', 'release-ä-2']
   assert.deepEqual(await search(), expected)
   if (testDialect === 'sqlite') {
-    assert.equal(indexVersions(database, 1000), VERSIONS.length)
+    assert.equal(await indexVersions(database, 1000), VERSIONS.length)
     const { rows } = await sql<{ n: number }>`select count(*) as n from events_version_fts
       where events_version_fts match ${'"release"'}`.execute(database.db)
     assert.equal(rows[0]?.n, 3)

@@ -15,7 +15,7 @@
 // one writer at a time takes ids in commit order, so a gap there is final at once (a rolled-back
 // insert also rolls back its id; what remains is a row deleted before it was chained).
 import { sql, type Transaction } from 'kysely'
-import type { Database, PostgresHandle, SqliteHandle } from '../../db/connect.js'
+import type { Database, PostgresHandle, SqliteHandle, SqlReader } from '../../db/connect.js'
 import type { DB } from '../../db/schema.js'
 import { type BurstOptions, IngestBurst } from '../ingest-burst.js'
 import type { Task, TaskLogger } from '../tasks.js'
@@ -103,62 +103,59 @@ function plan(
   return planned
 }
 
-function chainSqlite(database: SqliteHandle, spec: StreamSpec, limit: number, now: number): StreamProgress {
-  const readHead = () => {
-    const head = database
-      .prepare(
-        'SELECT through, link, hole_from, hole_seen_at, hole_writers FROM chain_heads WHERE stream = ?',
-      )
-      .get(spec.name) as HeadRow | undefined
+async function chainSqlite(
+  database: SqliteHandle,
+  spec: StreamSpec,
+  limit: number,
+  now: number,
+): Promise<StreamProgress> {
+  const readHead = (sql: SqlReader) => {
+    const head = sql.get<HeadRow>(
+      'SELECT through, link, hole_from, hole_seen_at, hole_writers FROM chain_heads WHERE stream = ?',
+      spec.name,
+    )
     if (!head) throw new Error(`chain head ${spec.name} is missing (run shiplog migrate)`)
     return head
   }
-  // Read and hash without the write lock (WAL readers do not block the event writer); take it only
-  // to write the links, after checking that no other process chained meanwhile.
-  const head = readHead()
-  const rows = database
-    .prepare(`SELECT ${columnList(spec)} FROM ${spec.table} WHERE id > ? ORDER BY id LIMIT ?`)
-    .all(head.through, limit) as ChainRow[]
+  // Read and hash on the read connection (WAL readers do not hold the writer up); write the links
+  // in a unit of the writer's queue, after checking that no other process chained meanwhile.
+  const { head, rows } = await database.read((sql) => {
+    const head = readHead(sql)
+    const rows = sql.all<ChainRow>(
+      `SELECT ${columnList(spec)} FROM ${spec.table} WHERE id > ? ORDER BY id LIMIT ?`,
+      head.through,
+      limit,
+    )
+    return { head, rows }
+  })
   // One writer at a time hands out ids in commit order: a gap is final when it is seen.
   const planned = plan(spec, head, rows, rows.length === limit, () => true)
   const idle = { stream: spec.name, chained: 0, through: Number(head.through), more: false, waitingAt: null }
   if (planned.links.length === 0) return idle
-  // Like the deployments' derivation: a run lost to a power cut is lost whole and done again.
-  const { synchronous } = database.prepare('pragma synchronous').get() as { synchronous: number }
-  database.prepare('pragma synchronous = normal').run()
-  try {
-    database.prepare('begin immediate').run()
-    try {
-      const locked = readHead()
-      if (Number(locked.through) !== Number(head.through)) {
-        database.prepare('rollback').run()
-        return { ...idle, through: Number(locked.through), more: true }
-      }
-      const insert = database.prepare(
-        'INSERT INTO chain_links (stream, row_id, digest, link, account_id, at) VALUES (?, ?, ?, ?, ?, ?)',
-      )
-      for (const l of planned.links) insert.run(spec.name, l.row_id, l.digest, l.link, l.account_id, l.at)
-      database
-        .prepare(
-          'UPDATE chain_heads SET through = ?, link = ?, updated_at = ?, hole_from = NULL, hole_seen_at = NULL, ' +
-            'hole_writers = NULL WHERE stream = ?',
-        )
-        .run(planned.through, planned.link, now, spec.name)
-      database.prepare('commit').run()
-      return {
-        stream: spec.name,
-        chained: planned.links.length,
-        through: planned.through,
-        more: planned.more,
-        waitingAt: null,
-      }
-    } catch (err) {
-      if (database.sqlite.inTransaction) database.prepare('rollback').run()
-      throw err
+  return database.write((sql): StreamProgress => {
+    const locked = readHead(sql)
+    if (Number(locked.through) !== Number(head.through))
+      return { ...idle, through: Number(locked.through), more: true }
+    const insert = sql.statement(
+      'INSERT INTO chain_links (stream, row_id, digest, link, account_id, at) VALUES (?, ?, ?, ?, ?, ?)',
+    )
+    for (const l of planned.links) insert.run(spec.name, l.row_id, l.digest, l.link, l.account_id, l.at)
+    sql.run(
+      'UPDATE chain_heads SET through = ?, link = ?, updated_at = ?, hole_from = NULL, hole_seen_at = NULL, ' +
+        'hole_writers = NULL WHERE stream = ?',
+      planned.through,
+      planned.link,
+      now,
+      spec.name,
+    )
+    return {
+      stream: spec.name,
+      chained: planned.links.length,
+      through: planned.through,
+      more: planned.more,
+      waitingAt: null,
     }
-  } finally {
-    database.prepare(`pragma synchronous = ${Number(synchronous)}`).run()
-  }
+  })
 }
 
 const ROWS_PER_STATEMENT = 1000
@@ -253,7 +250,7 @@ export async function chainOnce(database: Database, options: ChainOptions = {}):
   const results: StreamProgress[] = []
   for (const spec of STREAMS) {
     const now = (options.now ?? Date.now)()
-    if (database.dialect === 'sqlite') results.push(chainSqlite(database, spec, limit, now))
+    if (database.dialect === 'sqlite') results.push(await chainSqlite(database, spec, limit, now))
     else results.push(await chainPostgres(database, spec, limit, now, options.graceMs ?? HOLE_GRACE_MS))
   }
   return results

@@ -281,20 +281,24 @@ async function verifyStream(
 /** Verifies both chains; `ok` only when nothing is wrong. */
 export async function verifyChains(database: Database, options: VerifyOptions = {}): Promise<VerifyResult> {
   const now = options.now ?? Date.now()
-  let problems = new Problems(options.maxProblems ?? 20)
+  const problems = new Problems(options.maxProblems ?? 20)
   const run = async (db: Kysely<DB>) => {
-    // Afresh on every attempt: on SQLite a transaction may be run again (db/connect.ts).
-    problems = new Problems(options.maxProblems ?? 20)
     const cutoffs = await retentionCutoffs(db, now)
     const streams: StreamSummary[] = []
     for (const spec of STREAMS)
       streams.push(await verifyStream(db, spec, cutoffs, options.heads ?? [], problems))
     return streams
   }
+  // One consistent view of both chains, which holds no write lock: on SQLite a snapshot on a read
+  // connection of its own, so a long verification beside a running server holds nothing up.
   const streams =
     database.dialect === 'postgres'
-      ? await database.db.transaction().setIsolationLevel('repeatable read').execute(run)
-      : await database.db.transaction().execute(run)
+      ? await database.db
+          .transaction()
+          .setIsolationLevel('repeatable read')
+          .setAccessMode('read only')
+          .execute(run)
+      : await database.db.transaction().setAccessMode('read only').execute(run)
   return { streams, problems: problems.list, moreProblems: problems.more, ok: problems.list.length === 0 }
 }
 

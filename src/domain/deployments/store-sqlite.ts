@@ -1,9 +1,8 @@
-// One derivation run on SQLite: prepared statements, one synchronous transaction (nothing else can
-// run on the connection meanwhile), planned by derivation.ts.
-import type { SqliteHandle } from '../../db/connect.js'
+// One derivation run on SQLite: prepared statements in one synchronous unit of the write connection's
+// queue (nothing else runs on it meanwhile), planned by derivation.ts.
+import type { SqliteHandle, SqlWriter } from '../../db/connect.js'
 import type { DeploymentRow } from '../../db/schema.js'
 import {
-  BACKLOG_BATCH,
   type BatchStart,
   type BatchWrites,
   type GapRow,
@@ -17,9 +16,6 @@ import {
   type StoredEvent,
 } from './derivation.js'
 import type { DerivationCache } from './state-cache.js'
-
-/** The page cache (negative: KiB) of a run of BACKLOG_BATCH events; SQLite's default is 2 MB. */
-const BIG_RUN_CACHE_KIB = -65536
 
 /**
  * An event's columns named as StoredEvent names them: better-sqlite3 returns integers as numbers, so
@@ -74,59 +70,39 @@ const SQL = {
 } as const
 
 /**
- * Derives the next batch in one immediate transaction. Like the version index, it commits with
- * synchronous=NORMAL: a derivation lost to a power cut is lost whole, `through` with it, and done
- * again; an fsync here would block the event loop.
+ * Derives the next batch in one unit of the write connection's queue: one transaction with the
+ * write lock taken at its start, resolved once it is on disk.
  */
-export function catchUpSqlite(
+export async function catchUpSqlite(
   database: SqliteHandle,
   limit: number,
   now: number,
   cache: DerivationCache,
-): BatchWrites {
-  const { synchronous } = database.prepare('pragma synchronous').get() as { synchronous: number }
-  database.prepare('pragma synchronous = normal').run()
-  // A backlog's run dirties thousands of index pages; past the cache (2 MB by default) SQLite would
-  // write them to the WAL before the commit, and again at the commit if they change once more. Only
-  // those runs get a larger cache: shrinking it back empties it, so the connection's next reads
-  // (and the next run) would read their pages again.
-  const cacheSize =
-    limit >= BACKLOG_BATCH
-      ? (database.prepare('pragma cache_size').get() as { cache_size: number }).cache_size
-      : null
-  if (cacheSize !== null) database.sqlite.exec(`pragma cache_size = ${BIG_RUN_CACHE_KIB}`)
+): Promise<BatchWrites> {
   try {
-    database.prepare('begin immediate').run()
-    try {
-      const { writes, generation } = deriveBatch(database, limit, now, cache)
-      database.prepare('commit').run()
+    return await database.write((sql) => {
+      const { writes, generation } = deriveBatch(sql, limit, now, cache)
+      // Remembered now, before the next unit can start a run: the commit follows synchronously. Should
+      // it fail, the generation this run took is rolled back with it, the next run takes the same one
+      // again, and beginRun forgets what was remembered here.
       cache.committed(generation, writes.states, writes.firsts)
       return writes
-    } catch (err) {
-      cache.clear()
-      if (database.sqlite.inTransaction) database.prepare('rollback').run()
-      throw err
-    }
-  } finally {
-    if (cacheSize !== null) database.sqlite.exec(`pragma cache_size = ${Number(cacheSize)}`)
-    database.prepare(`pragma synchronous = ${Number(synchronous)}`).run()
+    })
+  } catch (err) {
+    cache.clear()
+    throw err
   }
 }
 
 /** Empties the derived tables, so the next runs derive everything again. */
-export function resetSqlite(database: SqliteHandle): void {
-  database.prepare('begin immediate').run()
-  try {
-    database.prepare(SQL.lock).get()
+export function resetSqlite(database: SqliteHandle): Promise<void> {
+  return database.write((sql) => {
+    sql.get(SQL.lock)
     for (const table of ['deployments', 'deployment_heads', 'deployment_gaps', 'version_firsts']) {
-      database.prepare(`DELETE FROM ${table}`).run()
+      sql.run(`DELETE FROM ${table}`)
     }
-    database.prepare(SQL.setThrough).run(0)
-    database.prepare('commit').run()
-  } catch (err) {
-    if (database.sqlite.inTransaction) database.prepare('rollback').run()
-    throw err
-  }
+    sql.run(SQL.setThrough, 0)
+  })
 }
 
 function events(rows: unknown[]): StoredEvent[] {
@@ -134,12 +110,12 @@ function events(rows: unknown[]): StoredEvent[] {
 }
 
 function deriveBatch(
-  database: SqliteHandle,
+  sql: SqlWriter,
   limit: number,
   now: number,
   cache: DerivationCache,
 ): { writes: BatchWrites; generation: number } {
-  const q = (sql: string) => database.prepare(sql)
+  const q = (text: string) => sql.statement(text)
   const { generation } = q(SQL.lock).get() as { generation: number }
   cache.beginRun(generation)
   const { through } = q(SQL.through).get() as { through: number }

@@ -59,7 +59,7 @@ export async function catchUpDeployments(
   const cache = cacheFor(database)
   const writes =
     database.dialect === 'sqlite'
-      ? catchUpSqlite(database, limit, now, cache)
+      ? await catchUpSqlite(database, limit, now, cache)
       : await catchUpPostgres(database, limit, now, cache)
   return {
     events: writes.derived,
@@ -71,7 +71,7 @@ export async function catchUpDeployments(
 
 /** Forgets every deployment: the next runs derive everything again from the events. */
 export async function resetDeployments(database: Database): Promise<void> {
-  if (database.dialect === 'sqlite') resetSqlite(database)
+  if (database.dialect === 'sqlite') await resetSqlite(database)
   else await database.db.transaction().execute((trx) => resetPostgres(trx))
 }
 

@@ -3,15 +3,8 @@
 // the server parses them once per connection (PostgreSQL), and a batch of plain events costs one
 // statement on either database.
 
-import { type FileHandle, open } from 'node:fs/promises'
-import type SqliteDatabase from 'better-sqlite3'
 import type pg from 'pg'
-import {
-  type Database,
-  openSqliteConnection,
-  retainForProcessLifetime,
-  type SqliteHandle,
-} from '../../db/connect.js'
+import type { Database, SqliteHandle, SqlWriter } from '../../db/connect.js'
 import type { EventRow, EventSource } from '../../db/schema.js'
 import type { EventInput } from './event.js'
 
@@ -63,31 +56,18 @@ function repeatOutcome(original: EventRow, item: PendingEvent): RecordOutcome {
   return { kind: sameEventValues(original, item.input) ? 'replayed' : 'key-reused', event: original }
 }
 
-/** Stores a batch in one transaction: all of it, in order, or (when it throws) none of it. */
+/**
+ * Stores a batch in one transaction: all of it, in order, or (when it throws) none of it. It
+ * resolves only once the batch is durable: on disk, or committed by PostgreSQL.
+ */
 export interface EventStore {
   writeBatch(items: readonly PendingEvent[]): Promise<RecordOutcome[]>
-  /** Releases what the store holds of its own (its SQLite connection); the database stays open. */
-  close(): Promise<void>
 }
 
-/** The part of an open file the store uses to flush the SQLite WAL. */
-export type WalFile = Pick<FileHandle, 'sync' | 'close'>
-
-export interface EventStoreOptions {
-  /**
-   * Opens the WAL file for the fsync after each commit. Tests pass a wrapper around the default
-   * to see that the fsync happens, on which file, and before any event of the batch is answered.
-   */
-  openWal?: (path: string) => Promise<WalFile>
-}
-
-export function eventStoreFor(database: Database, options: EventStoreOptions = {}): EventStore {
-  if (database.dialect === 'sqlite') return new SqliteEventStore(database, options.openWal ?? openForSync)
+export function eventStoreFor(database: Database): EventStore {
+  if (database.dialect === 'sqlite') return new SqliteEventStore(database)
   return new PostgresEventStore(database.pool)
 }
-
-/** Read-only is enough: fsync flushes whatever any process wrote to the file. */
-const openForSync = (path: string): Promise<WalFile> => open(path, 'r')
 
 const COLUMNS = [
   'account_id',
@@ -175,142 +155,43 @@ const SQLITE_SQL = {
   linkKey: 'UPDATE idempotency_keys SET event_id = ? WHERE account_id = ? AND idem_key = ?',
 }
 
-/** Writes one batch synchronously on a SQLite connection; throws (and rolls back) on failure. */
-type SqliteBatchWrite = (items: readonly PendingEvent[]) => WriteResult[]
-
 /**
- * The SQLite writing itself, on whichever connection the store uses. A batch is one
- * IMMEDIATE transaction: the write lock is taken at BEGIN, so a CLI process writing at the same
- * moment waits its turn instead of failing half-way.
+ * Writes one batch with the write connection the unit was given. The unit is one transaction with
+ * the write lock taken at BEGIN (IMMEDIATE), so a CLI process writing at the same moment makes the
+ * unit wait its turn instead of failing half-way.
  */
-function sqliteBatchWriter(
-  sqlite: SqliteDatabase.Database,
-  prepare: (sql: string) => SqliteDatabase.Statement,
-): SqliteBatchWrite {
-  const insertEvent = prepare(SQLITE_SQL.insertEvent)
-  const dropExpiredKey = prepare(SQLITE_SQL.dropExpiredKey)
-  const claimKey = prepare(SQLITE_SQL.claimKey)
-  const claimedEvent = prepare(SQLITE_SQL.claimedEvent)
-  const linkKey = prepare(SQLITE_SQL.linkKey)
-
-  const insert = (item: PendingEvent): number => Number(insertEvent.run(columnValues(item)).lastInsertRowid)
-  const writeOne = (item: PendingEvent): WriteResult => {
+function writeSqliteBatch(sql: SqlWriter, items: readonly PendingEvent[]): WriteResult[] {
+  const insertEvent = sql.statement(SQLITE_SQL.insertEvent)
+  const insert = (item: PendingEvent): number =>
+    Number(insertEvent.run(...columnValues(item)).lastInsertRowid)
+  return items.map((item): WriteResult => {
     const key = item.idempotencyKey
     if (key === null) return insert(item)
     // A record older than the window no longer counts: drop it so the key can be claimed again.
-    dropExpiredKey.run(item.accountId, key, item.receivedAt - IDEMPOTENCY_WINDOW_MS)
-    if (claimKey.get(item.accountId, key, item.receivedAt) === undefined) {
-      const original = claimedEvent.get(item.accountId, key) as EventRow | undefined
+    sql.run(SQLITE_SQL.dropExpiredKey, item.accountId, key, item.receivedAt - IDEMPOTENCY_WINDOW_MS)
+    if (sql.get(SQLITE_SQL.claimKey, item.accountId, key, item.receivedAt) === undefined) {
+      const original = sql.get<EventRow>(SQLITE_SQL.claimedEvent, item.accountId, key)
       if (!original) throw new Error('idempotency record without its event')
       return repeatOutcome(original, item)
     }
     const id = insert(item)
-    linkKey.run(id, item.accountId, key)
+    sql.run(SQLITE_SQL.linkKey, id, item.accountId, key)
     return id
-  }
-  const transaction = sqlite.transaction((items: readonly PendingEvent[]) => items.map(writeOne))
-  retainForProcessLifetime(transaction)
-  return (items) => transaction.immediate(items)
+  })
 }
 
 /**
- * Events on SQLite. A commit with synchronous=FULL would block the event loop for the length of
- * an fsync (about a third of the time under load, by the profile), so events go through a
- * connection of their own with synchronous=NORMAL: the commit writes the WAL into the page cache
- * and returns at once, and the store then fsyncs the WAL file on libuv's thread pool before any
- * event of the batch is answered. An acknowledged event is on disk exactly as with FULL; while
- * the fsync runs, the event loop goes on reading requests for the next batch. (SQLite fsyncs the
- * WAL itself before every checkpoint, so a checkpoint never moves frames that were not synced.)
- *
- * A private in-memory database has no file: it is written through the app's own connection.
+ * Events on SQLite: each batch is one unit of the write connection's queue (db/sqlite/owner.ts),
+ * which resolves only after the WAL holding its commit has been fsynced. The commit itself does not
+ * wait for the disk (synchronous=NORMAL): the fsync runs on libuv's thread pool while the event loop
+ * goes on reading requests for the next batch.
  */
 class SqliteEventStore implements EventStore {
-  readonly #write: SqliteBatchWrite
-  readonly #wal: WalFlusher | null
-  readonly #connection: SqliteDatabase.Database | null
-
-  constructor(database: SqliteHandle, openWal: (path: string) => Promise<WalFile>) {
-    const path = database.sqlitePath
-    if (path === ':memory:') {
-      const sqlite = database.sqlite
-      this.#write = sqliteBatchWriter(sqlite, (sql) => database.prepare(sql))
-      this.#wal = null
-      this.#connection = null
-      return
-    }
-    const { sqlite, statements } = openSqliteConnection(path, { synchronous: 'NORMAL' })
-    this.#write = sqliteBatchWriter(sqlite, (sql) => statements.prepare(sql))
-    this.#wal = new WalFlusher(`${path}-wal`, openWal)
-    this.#connection = sqlite
-  }
+  constructor(private readonly database: SqliteHandle) {}
 
   async writeBatch(items: readonly PendingEvent[]): Promise<RecordOutcome[]> {
-    const results = this.#write(items)
-    await this.#wal?.flush()
+    const results = await this.database.write((sql) => writeSqliteBatch(sql, items))
     return outcomesOf(items, results)
-  }
-
-  async close(): Promise<void> {
-    await this.#wal?.close()
-    this.#connection?.close()
-  }
-}
-
-/**
- * fsyncs the WAL file, coalescing callers: a flush already under way may have started before the
- * caller's commit, so it does not count for that caller, who waits for the next one; every caller
- * that arrives meanwhile shares that next one.
- */
-class WalFlusher {
-  #handle: Promise<WalFile> | null = null
-  #running: Promise<void> | null = null
-  #next: Promise<void> | null = null
-
-  constructor(
-    private readonly path: string,
-    private readonly openWal: (path: string) => Promise<WalFile>,
-  ) {}
-
-  flush(): Promise<void> {
-    const running = this.#running
-    if (!running) return this.#start()
-    this.#next ??= running.then(
-      () => this.#startQueued(),
-      () => this.#startQueued(),
-    )
-    return this.#next
-  }
-
-  #startQueued(): Promise<void> {
-    this.#next = null
-    return this.#start()
-  }
-
-  #start(): Promise<void> {
-    const run = this.#sync().finally(() => {
-      if (this.#running === run) this.#running = null
-    })
-    this.#running = run
-    return run
-  }
-
-  async #sync(): Promise<void> {
-    // Opened on first use: SQLite creates the WAL file at the first commit, which precedes this.
-    this.#handle ??= this.openWal(this.path)
-    try {
-      await (await this.#handle).sync()
-    } catch (err) {
-      // A failed open is tried again next time; a failed fsync means the disk refused the data.
-      this.#handle = null
-      throw err
-    }
-  }
-
-  async close(): Promise<void> {
-    while (this.#running || this.#next) await (this.#next ?? this.#running)?.catch(() => {})
-    const handle = this.#handle
-    this.#handle = null
-    if (handle) await (await handle).close().catch(() => {})
   }
 }
 
@@ -371,8 +252,6 @@ type Queryable = Pick<pg.PoolClient, 'query'>
 
 class PostgresEventStore implements EventStore {
   constructor(private readonly pool: pg.Pool) {}
-
-  async close(): Promise<void> {}
 
   async writeBatch(items: readonly PendingEvent[]): Promise<RecordOutcome[]> {
     // Plain events only (the common case): one statement, which is its own transaction.

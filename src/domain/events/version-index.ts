@@ -1,5 +1,5 @@
 // Keeps SQLite's version search index (migration 0003) up to date, in batches, off the write path.
-import type { Database, SqliteHandle } from '../../db/connect.js'
+import type { Database } from '../../db/connect.js'
 import { type Task, type TaskLogger, TaskRunner } from '../tasks.js'
 
 /**
@@ -12,49 +12,30 @@ import { type Task, type TaskLogger, TaskRunner } from '../tasks.js'
  * new FTS5 segment at every commit: ingest on SQLite lost about a third of its throughput. In
  * batches it costs a few microseconds an event, outside the commit that acknowledges it.
  */
-export function indexVersions(database: Database, limit: number): number {
+export async function indexVersions(database: Database, limit: number): Promise<number> {
   if (database.dialect !== 'sqlite') return 0
-  // The batch is made durable by the next commit that syncs (every ingest commit does), not by an
-  // fsync of its own: better-sqlite3 would wait for that on the event loop. Lost in a crash, it is
-  // lost whole, `through` with it, and indexed again.
-  const { synchronous } = database.prepare('pragma synchronous').get() as { synchronous: number }
-  database.prepare('pragma synchronous = normal').run()
-  try {
-    return indexBatch(database, limit)
-  } finally {
-    database.prepare(`pragma synchronous = ${Number(synchronous)}`).run()
-  }
-}
-
-function indexBatch(database: SqliteHandle, limit: number): number {
-  // The write lock is taken first, so `through` cannot move under this batch (another process
-  // indexing the same file waits, then starts after it). This fails, and nothing is done, when a
-  // transaction of Kysely's is open on the connection.
-  database.prepare('begin immediate').run()
-  try {
-    const { through } = database.prepare('select through from events_version_index').get() as {
-      through: number
-    }
-    const batch = database
-      .prepare(
-        'select count(*) as count, max(id) as last from (select id from events where id > ? order by id limit ?)',
-      )
-      .get(through, limit) as { count: number; last: number | null }
+  // One unit of the write connection's queue: the write lock is held from its start, so `through`
+  // cannot move under the batch (another process indexing the same file waits, then starts after).
+  return database.write((sql) => {
+    const head = sql.get<{ through: number }>('select through from events_version_index')
+    if (!head) throw new Error('events_version_index has no row (run shiplog migrate)')
+    const { through } = head
+    // An aggregate always gives one row.
+    const batch = sql.get<{ count: number; last: number | null }>(
+      'select count(*) as count, max(id) as last from (select id from events where id > ? order by id limit ?)',
+      through,
+      limit,
+    ) as { count: number; last: number | null }
     if (batch.last !== null) {
-      database
-        .prepare(
-          'insert into events_version_fts (rowid, version) select id, casefold(version) from events where id > ? and id <= ?',
-        )
-        .run(through, batch.last)
-      database.prepare('update events_version_index set through = ?').run(batch.last)
+      sql.run(
+        'insert into events_version_fts (rowid, version) select id, casefold(version) from events where id > ? and id <= ?',
+        through,
+        batch.last,
+      )
+      sql.run('update events_version_index set through = ?', batch.last)
     }
-    database.prepare('commit').run()
     return batch.count
-  } catch (err) {
-    // The transaction is this function's own: it began above.
-    if (database.sqlite.inTransaction) database.prepare('rollback').run()
-    throw err
-  }
+  })
 }
 
 /** Events per batch: a few milliseconds of the event loop (and of the write lock) each. */
@@ -65,17 +46,17 @@ const CATCHING_UP_MS = 15
 const IDLE_MS = 1000
 
 /**
- * The background task that keeps the index up to date on SQLite (see tasks.ts). The batches run on
- * the connection the requests use (an in-memory database has no other) and hold the write lock for
- * a few milliseconds; the ingest writer waits that long at most. Busy (another writer held the lock
- * past its timeout) or the database away: the runner retries, less and less often.
+ * The background task that keeps the index up to date on SQLite (see tasks.ts). Each batch is a
+ * unit of a few milliseconds in the write connection's queue; an ingest batch queued behind it
+ * waits that long at most. Busy (another process held the lock past the owner's wait) or the
+ * database away: the runner retries, less and less often.
  */
 export function versionIndexTask(database: Database): Task {
   return {
     name: 'version-index',
     intervalMs: IDLE_MS,
     firstRunMs: 0,
-    run: () => (indexVersions(database, BATCH) === BATCH ? CATCHING_UP_MS : IDLE_MS),
+    run: async () => ((await indexVersions(database, BATCH)) === BATCH ? CATCHING_UP_MS : IDLE_MS),
   }
 }
 

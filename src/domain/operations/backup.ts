@@ -14,9 +14,8 @@ import {
 } from 'node:fs'
 import { access } from 'node:fs/promises'
 import { basename, dirname, join, resolve } from 'node:path'
-import SqliteDatabase from 'better-sqlite3'
 import { redactUrl } from '../../config.js'
-import { retainForProcessLifetime } from '../../db/connect.js'
+import { settleCopy, vacuumInto } from '../../db/sqlite/backup.js'
 
 /** A backup refused or failed: the message is one line for the operator. */
 export class BackupError extends Error {
@@ -81,42 +80,16 @@ export async function backupSqlite(
   }
   let events = 0
   try {
-    const db = new SqliteDatabase(source, { fileMustExist: true })
-    // better-sqlite3 objects must never be garbage-collected on Node 24 (see db/connect.ts).
-    retainForProcessLifetime(db)
     try {
-      db.exec('PRAGMA busy_timeout = 10000')
-      const vacuum = db.prepare('VACUUM INTO ?')
-      retainForProcessLifetime(vacuum)
-      vacuum.run(temporary)
+      await vacuumInto(source, temporary)
     } catch (err) {
       throw explain(err, 'backup failed')
-    } finally {
-      db.close()
     }
-    const copy = new SqliteDatabase(temporary, { fileMustExist: true })
-    retainForProcessLifetime(copy)
-    const query = (text: string) => {
-      const statement = copy.prepare(text)
-      retainForProcessLifetime(statement)
-      return statement
+    const check = settleCopy(temporary)
+    if (check.quickCheck.length !== 1 || check.quickCheck[0] !== 'ok') {
+      throw new BackupError(`backup failed its integrity check: ${check.quickCheck.join('; ')}`)
     }
-    try {
-      const checks = query('PRAGMA quick_check').all() as Array<{ quick_check: string }>
-      if (checks.length !== 1 || checks[0]?.quick_check !== 'ok') {
-        throw new BackupError(
-          `backup failed its integrity check: ${checks.map((c) => c.quick_check).join('; ')}`,
-        )
-      }
-      const row = query(
-        "SELECT count(*) AS n FROM sqlite_master WHERE type = 'table' AND name = 'events'",
-      ).get() as { n: number }
-      if (row.n === 1) events = (query('SELECT count(*) AS n FROM events').get() as { n: number }).n
-      // The backup is one self-contained file: no -wal beside it to lose when it is copied away.
-      copy.exec('PRAGMA journal_mode = DELETE')
-    } finally {
-      copy.close()
-    }
+    events = check.events
     try {
       // It holds every account's users and key digests: its owner's only, like the database.
       chmodSync(temporary, 0o600)

@@ -208,44 +208,17 @@ function* pruneBatch(
 
 type BatchResult = { counts: PruneCounts; cursor: number; done: boolean }
 
+/** One batch as a unit of the write connection's queue: one transaction, on disk before it resolves. */
 function runSqlite(
   database: Extract<Database, { dialect: 'sqlite' }>,
   steps: Generator<Step, BatchResult, Rows>,
-): BatchResult {
+): Promise<BatchResult> {
   const bind = (params: Step['params']) => params.map((p) => (Array.isArray(p) ? JSON.stringify(p) : p))
-  // Like derivation, without an fsync per transaction (it blocks the event loop): a prune lost to
-  // a power cut is lost whole and done again by the next run.
-  const { synchronous } = database.prepare('pragma synchronous').get() as { synchronous: number }
-  database.prepare('pragma synchronous = normal').run()
-  try {
-    return runSqliteTransaction(database, steps, bind)
-  } finally {
-    database.prepare(`pragma synchronous = ${Number(synchronous)}`).run()
-  }
-}
-
-function runSqliteTransaction(
-  database: Extract<Database, { dialect: 'sqlite' }>,
-  steps: Generator<Step, BatchResult, Rows>,
-  bind: (params: Step['params']) => unknown[],
-): BatchResult {
-  database.prepare('begin immediate').run()
-  try {
+  return database.write((sql) => {
     let next = steps.next([])
-    while (!next.done) {
-      const statement = database.prepare(next.value.sql)
-      const params = bind(next.value.params)
-      let rows: Rows = []
-      if (statement.reader) rows = statement.all(...params) as Rows
-      else statement.run(...params)
-      next = steps.next(rows)
-    }
-    database.prepare('commit').run()
+    while (!next.done) next = steps.next(sql.execute(next.value.sql, bind(next.value.params)) as Rows)
     return next.value
-  } catch (err) {
-    if (database.sqlite.inTransaction) database.prepare('rollback').run()
-    throw err
-  }
+  })
 }
 
 async function runPostgres(
@@ -302,7 +275,7 @@ export async function pruneAccount(
       options.batchEvents ?? PRUNE_BATCH_EVENTS,
     )
     const result =
-      database.dialect === 'sqlite' ? runSqlite(database, steps) : await runPostgres(database, steps)
+      database.dialect === 'sqlite' ? await runSqlite(database, steps) : await runPostgres(database, steps)
     total.events += result.counts.events
     total.deployments += result.counts.deployments
     total.deliveries += result.counts.deliveries

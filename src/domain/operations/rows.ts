@@ -1,7 +1,7 @@
 // Reads tables in primary-key batches from a consistent snapshot, and writes rows with their ids,
 // on either database: the shared machinery of dump, load and copy.
 import type pg from 'pg'
-import type { Database } from '../../db/connect.js'
+import type { Database, WriterHold } from '../../db/connect.js'
 import type { Row, TableSummary } from './checksum.js'
 import { postgresTableChecksum } from './pg-checksum.js'
 import { copyIn, LONG_QUERY_MS } from './pg-copy-in.js'
@@ -57,21 +57,18 @@ export interface Snapshot {
 }
 
 /**
- * SQLite: a read transaction on the handle's connection (WAL keeps its snapshot while writers go on).
+ * SQLite: a read transaction on a connection of its own (WAL keeps its snapshot while writers go on).
  * PostgreSQL: a REPEATABLE READ, READ ONLY transaction on one connection of the pool.
  */
 export async function openSnapshot(database: Database): Promise<Snapshot> {
   if (database.dialect === 'sqlite') {
-    const { sqlite } = database
-    sqlite.exec('begin')
-    // A deferred transaction takes its snapshot at its first read.
-    database.prepare('select count(*) from sqlite_master').raw(true).get()
+    const snapshot = await database.snapshot()
+    const { sql } = snapshot
     return {
       async *batches(table, after, size = DEFAULT_BATCH_ROWS) {
         let last = after
         for (;;) {
-          const statement = database.prepare(batchQuery(table, last !== null)).raw(true)
-          const rows = statement.all(...(last ?? []), size) as Row[]
+          const rows = sql.arrays(batchQuery(table, last !== null), ...(last ?? []), size) as Row[]
           if (rows.length === 0) return
           const tail = rows[rows.length - 1] as Row
           last = keyOf(table, tail)
@@ -81,21 +78,15 @@ export async function openSnapshot(database: Database): Promise<Snapshot> {
       },
       async sequenceValue(table) {
         if (!table.generatedId) return null
-        const row = database
-          .prepare('select seq from sqlite_sequence where name = ?')
-          .raw(true)
-          .get(table.name) as [number] | undefined
-        return row ? row[0] : 0
+        const row = sql.arrays('select seq from sqlite_sequence where name = ?', table.name)[0]
+        return row ? Number(row[0]) : 0
       },
       async count(table) {
-        const row = database
-          .prepare(`select count(*) from ${quoteIdent(table.name)}`)
-          .raw(true)
-          .get() as [number]
-        return row[0]
+        const row = sql.arrays(`select count(*) from ${quoteIdent(table.name)}`)[0]
+        return Number(row?.[0])
       },
       async close() {
-        if (sqlite.inTransaction) sqlite.exec('commit')
+        snapshot.close()
       },
     }
   }
@@ -201,52 +192,68 @@ export interface WriterOptions {
 
 export async function openWriter(database: Database, options: WriterOptions = {}): Promise<Writer> {
   if (database.dialect === 'sqlite') {
-    const { sqlite } = database
-    if (options.relaxedDurability) sqlite.exec('pragma synchronous = normal')
+    // Each transaction holds the write connection (the owner's queue waits meanwhile) from begin()
+    // to commit() or rollback().
+    let hold: WriterHold | null = null
+    const held = (): WriterHold => {
+      if (!hold) throw new Error('no transaction is open: call begin() first')
+      return hold
+    }
+    const end = async (durable: boolean) => {
+      const ending = held()
+      hold = null
+      await ending.commit({ durable })
+    }
     return {
       dialect: 'sqlite',
       async begin() {
-        sqlite.exec('begin immediate')
+        const taken = await database.hold()
+        try {
+          await taken.begin()
+        } catch (err) {
+          taken.release()
+          throw err
+        }
+        hold = taken
       },
       async commit() {
-        sqlite.exec('commit')
+        // Relaxed: the commit is in the WAL, and the next durable commit's fsync puts it on disk too.
+        await end(!options.relaxedDurability)
       },
       async durableCommit() {
-        // SQLite's synchronous setting cannot change inside a transaction; a checkpoint after the
-        // commit puts the WAL on disk.
-        sqlite.exec('commit')
-        sqlite.exec('pragma wal_checkpoint(passive)')
+        await end(true)
       },
       async rollback() {
-        if (sqlite.inTransaction) sqlite.exec('rollback')
+        hold?.release()
+        hold = null
       },
       async insert(table, rows, sent) {
         sent?.()
-        const statement = database.prepare(
+        const statement = held().sql.statement(
           `insert into ${quoteIdent(table.name)} (${columnList(table)}) values (${table.columns.map(() => '?').join(', ')})`,
         )
         for (const row of rows) statement.run(...row)
       },
       async run<T>(text: string, params: unknown[] = []) {
-        const statement = database.prepare(text)
-        if (statement.reader) return statement.all(...params) as T[]
-        statement.run(...params)
-        return []
+        return held().sql.execute(text, params) as T[]
       },
       async raiseSequence(table, atLeast) {
         if (!table.generatedId || atLeast === null) return
         // Inserting explicit ids already raised sqlite_sequence to the largest; the source's mark
         // may be higher still (rows deleted at the end), and ids are never handed out twice.
-        const updated = database
-          .prepare('update sqlite_sequence set seq = max(seq, ?) where name = ?')
-          .run(atLeast, table.name)
+        const { sql } = held()
+        const updated = sql.run(
+          'update sqlite_sequence set seq = max(seq, ?) where name = ?',
+          atLeast,
+          table.name,
+        )
         if (updated.changes === 0 && atLeast > 0) {
-          database.prepare('insert into sqlite_sequence (name, seq) values (?, ?)').run(table.name, atLeast)
+          sql.run('insert into sqlite_sequence (name, seq) values (?, ?)', table.name, atLeast)
         }
       },
       async release() {
-        if (sqlite.inTransaction) sqlite.exec('rollback')
-        if (options.relaxedDurability) sqlite.exec('pragma synchronous = full')
+        hold?.release()
+        hold = null
       },
     }
   }

@@ -172,35 +172,16 @@ function* topUpSteps(
   return { webhookId, ran: true, planned: planned.length, queued, cursor: moved }
 }
 
+/** The top-up as a unit of the write connection's queue: one transaction, on disk before it resolves. */
 function runSqlite(
   database: Extract<Database, { dialect: 'sqlite' }>,
   steps: Generator<CompiledQuery, TopUp, Rows>,
-): TopUp {
-  // Like derivation, without an fsync (it would block the event loop): a top-up lost to a power
-  // cut is lost whole, its cursor with it, and done again.
-  const { synchronous } = database.prepare('pragma synchronous').get() as { synchronous: number }
-  database.prepare('pragma synchronous = normal').run()
-  try {
-    database.prepare('begin immediate').run()
-    try {
-      let next = steps.next([])
-      while (!next.done) {
-        const statement = database.prepare(next.value.sql)
-        const params = next.value.parameters as unknown[]
-        let rows: Rows = []
-        if (statement.reader) rows = statement.all(...params) as Rows
-        else statement.run(...params)
-        next = steps.next(rows)
-      }
-      database.prepare('commit').run()
-      return next.value
-    } catch (err) {
-      if (database.sqlite.inTransaction) database.prepare('rollback').run()
-      throw err
-    }
-  } finally {
-    database.prepare(`pragma synchronous = ${Number(synchronous)}`).run()
-  }
+): Promise<TopUp> {
+  return database.write((sql) => {
+    let next = steps.next([])
+    while (!next.done) next = steps.next(sql.execute(next.value.sql, next.value.parameters) as Rows)
+    return next.value
+  })
 }
 
 async function runPostgres(
@@ -239,11 +220,7 @@ export function topUpWebhook(
 ): Promise<TopUp> {
   const steps = topUpSteps(database, webhookId, options.window ?? QUEUE_WINDOW, options.now ?? Date.now())
   if (database.dialect === 'postgres') return runPostgres(database, steps)
-  // Another transaction holds the one connection between two of its awaits (a settings change):
-  // beginning here would fail, and rolling back would undo that one. The next run tops up.
-  if (database.sqlite.inTransaction)
-    return Promise.resolve({ webhookId, ran: false, planned: 0, queued: 0, cursor: null })
-  return Promise.resolve().then(() => runSqlite(database, steps))
+  return runSqlite(database, steps)
 }
 
 /** Tops up every enabled webhook whose cursor is behind derivation, one transaction each. */

@@ -1,7 +1,7 @@
 // The SQLite side of the exports: SQLite reads each record as one string, and chunks of records become bytes here.
 import { setImmediate as nextTurn } from 'node:timers/promises'
 import { sql } from 'kysely'
-import type { SqliteHandle } from '../../../db/connect.js'
+import type { SqliteHandle, SqlReader } from '../../../db/connect.js'
 import type { EventRow } from '../../../db/schema.js'
 import type { EventQueryPlan, Position } from '../queries.js'
 import { selectEvents } from '../queries.js'
@@ -87,7 +87,7 @@ type JsonRow = [id: number, receivedAt: number, object: string]
 /** Each escaped record's values as UTF-8, reused (a record is written before the next one is read). */
 let valueBytes = Buffer.allocUnsafe(4096)
 
-function sqliteCsvChunk(database: SqliteHandle, rows: CsvRow[]): Buffer {
+function sqliteCsvChunk(sql: SqlReader, rows: CsvRow[]): Buffer {
   const chunk = new ChunkBytes(rows.length * 256)
   for (const [id, receivedAt, values] of rows) {
     // UTF-8 takes at most three bytes per UTF-16 unit; id, time and separators fit in 64.
@@ -110,8 +110,9 @@ function sqliteCsvChunk(database: SqliteHandle, rows: CsvRow[]): Buffer {
       pos = csvCellsFromSeparated(valueBytes, 0, length, SEPARATOR, SQLITE_TEXT_COLUMNS.length, out, pos)
     }
     if (pos < 0) {
-      // A value holds the separator: this record the plain way, from its row.
-      const row = eventRow(database, id)
+      // A value holds the separator: this record the plain way, from its row (left out when it was
+      // deleted since the chunk was read, as if deleted just before).
+      const row = sql.get<EventRow>('select * from events where id = ?', id)
       if (row) {
         const line = eventToCsvLine(row)
         chunk.reserve(line.length * 3)
@@ -124,11 +125,6 @@ function sqliteCsvChunk(database: SqliteHandle, rows: CsvRow[]): Buffer {
     chunk.length = pos
   }
   return chunk.take()
-}
-
-/** One event, or undefined when it was deleted since its chunk was read (it is then left out, as if deleted just before). */
-function eventRow(database: SqliteHandle, id: number): EventRow | undefined {
-  return database.prepare('select * from events where id = ?').get(id) as EventRow | undefined
 }
 
 const JSON_ID = Buffer.from('{"id":', 'latin1')
@@ -170,17 +166,19 @@ export async function* sqliteChunks(
   for (const part of plan.parts) {
     for (;;) {
       const query = selectEvents(plan, part, { columns, after, limit: chunkRows }).compile(database.db)
-      // Arrays instead of one object per row. These statements' SQL is this module's own, so no
-      // other user of the shared statement cache expects objects from them.
-      const statement = database.prepare(query.sql).raw(true)
-      const rows = statement.all(...query.parameters)
-      const last = rows.at(-1) as [number, number] | undefined
-      if (!last) break
-      const full = rows.length === chunkRows
-      const bytes =
-        format === 'csv'
-          ? sqliteCsvChunk(database, rows as CsvRow[])
-          : sqliteJsonChunk(rows as JsonRow[], after === undefined)
+      // One read of the read connection: the rows as arrays (no object per row) and their bytes.
+      const chunk = await database.read((sql) => {
+        const rows = sql.arrays(query.sql, ...query.parameters)
+        const last = rows.at(-1) as [number, number] | undefined
+        if (!last) return null
+        const bytes =
+          format === 'csv'
+            ? sqliteCsvChunk(sql, rows as CsvRow[])
+            : sqliteJsonChunk(rows as JsonRow[], after === undefined)
+        return { bytes, last, full: rows.length === chunkRows }
+      })
+      if (!chunk) break
+      const { bytes, last, full } = chunk
       after = { id: last[0], receivedAt: last[1] }
       // The rows are not needed while the chunk is sent.
       yield bytes

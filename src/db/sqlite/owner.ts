@@ -1,0 +1,388 @@
+// The one owner of a process's connections to a SQLite file: a write connection fed by a queue, a read-only connection, and snapshots.
+import {
+  type Connection,
+  isBusy,
+  openConnection,
+  type PreparedStatement,
+  StatementCache,
+} from './connection.js'
+import { openWalForSync, type WalFile, WalFlusher } from './wal.js'
+
+/** Rows as SQLite gives them: objects keyed by column name. */
+export type Rows = Record<string, unknown>[]
+
+/** Reading on a connection the owner lends for the length of one synchronous call. */
+export interface SqlReader {
+  /**
+   * The statement for `sql`, prepared once for the connection's life. Hot paths keep it for the
+   * length of their call; it must not be used after the call returns.
+   */
+  statement(sql: string): PreparedStatement
+  get<T>(sql: string, ...params: unknown[]): T | undefined
+  all<T>(sql: string, ...params: unknown[]): T[]
+  /** Rows as arrays of values, in column order (cheaper than objects for wide reads). */
+  arrays(sql: string, ...params: unknown[]): unknown[][]
+}
+
+/** Writing, inside a transaction the owner began and will commit. */
+export interface SqlWriter extends SqlReader {
+  run(sql: string, ...params: unknown[]): { changes: number; lastInsertRowid: number }
+  /** Runs any statement: its rows when it returns some, [] otherwise. */
+  execute(sql: string, params: readonly unknown[]): Rows
+}
+
+/**
+ * The write connection lent to one holder (a Kysely transaction, a load, a migration statement
+ * that begins a transaction) for as long as it needs it across awaits; every other writer of this
+ * process waits in the queue meanwhile.
+ */
+export interface WriterHold {
+  readonly sql: SqlWriter
+  /** Whether a transaction is open on the write connection. */
+  readonly inTransaction: boolean
+  /** BEGIN IMMEDIATE (or `statement`), tried again after a pause while another process holds the write lock. */
+  begin(statement?: string): Promise<void>
+  /**
+   * COMMIT, then gives the writer back to the queue. Resolves once the WAL holding the commit is on
+   * disk; with `durable: false` at once (a later flush, or a checkpoint, writes it).
+   */
+  commit(options?: { durable?: boolean }): Promise<void>
+  /** Rolls back the open transaction (if any) and gives the writer back. */
+  release(): void
+  /** Gives the writer back after the holder's own COMMIT; resolves once the WAL is on disk. */
+  released(): Promise<void>
+}
+
+/** A read transaction on a connection of its own: one consistent view, whatever is written meanwhile. */
+export interface SqliteSnapshot {
+  readonly sql: SqlReader
+  close(): void
+}
+
+export interface OwnerOptions {
+  /** Opens the WAL file for its fsyncs; tests wrap the default to watch them. */
+  openWal?: (path: string) => Promise<WalFile>
+}
+
+/** How long a write waits for another process's write lock before it fails as busy. */
+export const LOCK_WAIT_MS = 10_000
+/** How long a read waits for a lock (WAL readers wait only while a crashed writer's WAL is recovered). */
+const READ_WAIT_MS = 5_000
+
+function pause(attempt: number): number {
+  // Short at first (another process's commit takes a millisecond or two), with jitter so two
+  // waiting processes do not keep colliding; at most 25 ms, so a lock freed is taken soon.
+  return Math.min(25, 2 ** Math.min(attempt, 5)) * (0.5 + Math.random())
+}
+
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms))
+
+function sqlOn(statements: StatementCache): SqlWriter {
+  return {
+    statement: (sql) => statements.statement(sql),
+    get: <T>(sql: string, ...params: unknown[]) => statements.statement(sql).get(...params) as T | undefined,
+    all: <T>(sql: string, ...params: unknown[]) => statements.statement(sql).all(...params) as T[],
+    arrays: (sql, ...params) => statements.arrays(sql).all(...params) as unknown[][],
+    run: (sql, ...params) => {
+      const { changes, lastInsertRowid } = statements.statement(sql).run(...params)
+      return { changes, lastInsertRowid: Number(lastInsertRowid) }
+    },
+    execute: (sql, params) => {
+      const statement = statements.statement(sql)
+      if (statement.reader) return statement.all(...params) as Rows
+      statement.run(...params)
+      return []
+    },
+  }
+}
+
+interface UnitJob {
+  kind: 'unit'
+  unit: (sql: SqlWriter) => unknown
+  resolve: (value: unknown) => void
+  reject: (err: unknown) => void
+  deadline: number
+  attempts: number
+}
+
+interface HoldJob {
+  kind: 'hold'
+  grant: () => void
+}
+
+/**
+ * Every SQLite connection of a process to one file is opened, set up and used here (ARCHITECTURE.md
+ * in docs/ tells the whole model):
+ *
+ * - One write connection. Writes come as synchronous units, run first-in first-out, each in its own
+ *   BEGIN IMMEDIATE … COMMIT; a holder (a Kysely transaction) takes the connection for its whole
+ *   duration, across awaits, while the queue waits. So nothing of this process ever meets its own
+ *   write lock, and nothing joins another's transaction by accident.
+ * - The write connection commits with synchronous=NORMAL, and a unit's promise resolves only after
+ *   the WAL holding its commit is fsynced on the thread pool (WalFlusher): the event loop never waits
+ *   for the disk, and every acknowledged write is on it. Commits that meet during one fsync share the
+ *   next (group commit).
+ * - One read-only connection (query_only) for reads, run at once: WAL readers see every committed
+ *   write and never wait for the writer.
+ * - Snapshots (dump, copy, verify) get a read connection of their own, so a long read transaction
+ *   never holds the shared reader in the past.
+ * - busy_timeout is 0 everywhere: when another process (the sqlite3 shell, a `shiplog` command,
+ *   another instance) holds the write lock, BEGIN IMMEDIATE fails at once and is tried again after a
+ *   pause on a timer, never by sleeping on the event loop.
+ *
+ * A private in-memory database (":memory:") cannot be shared between connections: one connection
+ * does everything, and a read while a holder's transaction is open sees that transaction's writes.
+ */
+export class SqliteOwner {
+  readonly #writer: Connection
+  readonly #writerSql: SqlWriter
+  /** Transaction control on the write connection, prepared once. */
+  readonly #control: (statement: string) => void
+  readonly #readerSql: SqlReader
+  readonly #connections: Connection[]
+  readonly #flusher: WalFlusher | null
+  readonly #queue: Array<UnitJob | HoldJob> = []
+  #held = false
+  #pumping = false
+  #retry: NodeJS.Timeout | null = null
+  #snapshot: { connection: Connection; statements: StatementCache; busy: boolean } | null = null
+  readonly #snapshotWaiters: Array<() => void> = []
+  #closed = false
+
+  constructor(
+    readonly path: string,
+    options: OwnerOptions = {},
+  ) {
+    const solo = path === ':memory:'
+    // The writer first: it creates the file and puts it in WAL mode before the reader opens it.
+    this.#writer = openConnection(path, solo ? 'solo' : 'writer')
+    const writerStatements = new StatementCache(this.#writer)
+    this.#writerSql = sqlOn(writerStatements)
+    this.#control = (statement) => {
+      writerStatements.statement(statement).run()
+    }
+    if (solo) {
+      this.#readerSql = this.#writerSql
+      this.#connections = [this.#writer]
+      this.#flusher = null
+      return
+    }
+    const reader = openConnection(path, 'reader')
+    this.#readerSql = sqlOn(new StatementCache(reader))
+    this.#connections = [this.#writer, reader]
+    this.#flusher = new WalFlusher(`${path}-wal`, options.openWal ?? openWalForSync)
+  }
+
+  /**
+   * Whether `sql` only reads, as SQLite decides without running it. Asked of the write connection,
+   * whose schema is always this process's latest: the reader may still hold the schema of before a
+   * migration's last statement, and preparing DDL against that fails (a table "already exists").
+   */
+  readsOnly(sql: string): boolean {
+    return this.#writerSql.statement(sql).readonly
+  }
+
+  /**
+   * Runs `read` on the read-only connection at once. Should another process hold a lock a reader
+   * needs (it recovers a crashed writer's WAL), it is run again after a pause.
+   */
+  read<T>(read: (sql: SqlReader) => T): Promise<T> {
+    try {
+      return Promise.resolve(read(this.#readerSql))
+    } catch (err) {
+      if (!isBusy(err)) return Promise.reject(err)
+      return this.#readAgain(read)
+    }
+  }
+
+  async #readAgain<T>(read: (sql: SqlReader) => T): Promise<T> {
+    const deadline = Date.now() + READ_WAIT_MS
+    for (let attempt = 1; ; attempt++) {
+      await sleep(pause(attempt))
+      try {
+        return read(this.#readerSql)
+      } catch (err) {
+        if (!isBusy(err) || Date.now() >= deadline) throw err
+      }
+    }
+  }
+
+  /**
+   * Queues `unit` for the write connection. It runs in a transaction of its own, in queue order;
+   * throwing rolls it back. Resolves with its result once the commit is on disk.
+   */
+  write<T>(unit: (sql: SqlWriter) => T): Promise<T> {
+    if (this.#closed) return Promise.reject(new Error('the database is closed'))
+    return new Promise<T>((resolve, reject) => {
+      this.#queue.push({
+        kind: 'unit',
+        unit,
+        resolve: resolve as (value: unknown) => void,
+        reject,
+        deadline: Date.now() + LOCK_WAIT_MS,
+        attempts: 0,
+      })
+      this.#pump()
+    })
+  }
+
+  /** Waits for the write connection, in queue order, and lends it until the hold is given back. */
+  hold(): Promise<WriterHold> {
+    if (this.#closed) return Promise.reject(new Error('the database is closed'))
+    return new Promise<WriterHold>((resolve) => {
+      this.#queue.push({ kind: 'hold', grant: () => resolve(this.#lend()) })
+      this.#pump()
+    })
+  }
+
+  #lend(): WriterHold {
+    const writer = this.#writer
+    const control = this.#control
+    let released = false
+    const giveBack = () => {
+      if (released) return
+      released = true
+      this.#held = false
+      this.#pump()
+    }
+    return {
+      sql: this.#writerSql,
+      get inTransaction() {
+        return writer.inTransaction
+      },
+      begin: async (statement = 'BEGIN IMMEDIATE') => {
+        const deadline = Date.now() + LOCK_WAIT_MS
+        for (let attempt = 1; ; attempt++) {
+          try {
+            control(statement)
+            return
+          } catch (err) {
+            if (!isBusy(err) || Date.now() >= deadline) throw err
+          }
+          await sleep(pause(attempt))
+        }
+      },
+      commit: async ({ durable = true } = {}) => {
+        control('COMMIT')
+        giveBack()
+        if (durable) await this.#flusher?.flush()
+      },
+      release: () => {
+        if (writer.inTransaction) control('ROLLBACK')
+        giveBack()
+      },
+      released: async () => {
+        giveBack()
+        await this.#flusher?.flush()
+      },
+    }
+  }
+
+  #pump(): void {
+    if (this.#pumping) return
+    this.#pumping = true
+    try {
+      while (!this.#held && this.#retry === null) {
+        const job = this.#queue[0]
+        if (!job) return
+        if (job.kind === 'hold') {
+          this.#queue.shift()
+          this.#held = true
+          job.grant()
+          return
+        }
+        this.#runUnit(job)
+      }
+    } finally {
+      this.#pumping = false
+    }
+  }
+
+  #runUnit(job: UnitJob): void {
+    const control = this.#control
+    try {
+      control('BEGIN IMMEDIATE')
+    } catch (err) {
+      if (isBusy(err) && Date.now() < job.deadline) {
+        // Another process writes: the queue waits, on a timer, and tries again.
+        this.#retry = setTimeout(
+          () => {
+            this.#retry = null
+            this.#pump()
+          },
+          pause(++job.attempts),
+        )
+        return
+      }
+      this.#queue.shift()
+      job.reject(err)
+      return
+    }
+    this.#queue.shift()
+    let result: unknown
+    try {
+      result = job.unit(this.#writerSql)
+      control('COMMIT')
+    } catch (err) {
+      if (this.#writer.inTransaction) control('ROLLBACK')
+      job.reject(err)
+      return
+    }
+    if (this.#flusher === null) job.resolve(result)
+    else
+      this.#flusher.flush().then(
+        () => job.resolve(result),
+        (err: unknown) => job.reject(err),
+      )
+  }
+
+  /** A read transaction on a connection of its own, taken at once; one snapshot at a time. */
+  async snapshot(): Promise<SqliteSnapshot> {
+    if (this.path === ':memory:') {
+      // Nothing outside this process can write to a private in-memory database.
+      return { sql: this.#readerSql, close: () => {} }
+    }
+    while (this.#snapshot?.busy) await new Promise<void>((resolve) => this.#snapshotWaiters.push(resolve))
+    if (!this.#snapshot) {
+      const connection = openConnection(this.path, 'reader')
+      this.#connections.push(connection)
+      this.#snapshot = { connection, statements: new StatementCache(connection), busy: false }
+    }
+    const taken = this.#snapshot
+    taken.busy = true
+    const sql = sqlOn(taken.statements)
+    try {
+      taken.connection.exec('BEGIN')
+      // A deferred transaction takes its snapshot at its first read.
+      sql.arrays('SELECT count(*) FROM sqlite_master')
+    } catch (err) {
+      this.#endSnapshot(taken)
+      throw err
+    }
+    let open = true
+    return {
+      sql,
+      close: () => {
+        if (!open) return
+        open = false
+        this.#endSnapshot(taken)
+      },
+    }
+  }
+
+  #endSnapshot(taken: { connection: Connection; busy: boolean }): void {
+    if (taken.connection.inTransaction) taken.connection.exec('COMMIT')
+    taken.busy = false
+    this.#snapshotWaiters.shift()?.()
+  }
+
+  /** Waits for the queue to empty and the last fsync, then closes every connection. */
+  async close(): Promise<void> {
+    if (this.#closed) return
+    this.#closed = true
+    while (this.#queue.length > 0 || this.#held) await sleep(5)
+    await this.#flusher?.close()
+    // The writer last: as the last connection it checkpoints the WAL into the database file.
+    for (const connection of [...this.#connections].reverse()) connection.close()
+  }
+}
