@@ -71,6 +71,8 @@ export interface ConnectOptions {
   poolSize?: number
   /** SQLite: opens the WAL for its fsyncs (tests wrap the default to watch them). */
   openWal?: OwnerOptions['openWal']
+  /** SQLite: how long a write may wait for the write lock (tests shorten it). */
+  lockWaitMs?: number
 }
 
 export function openDatabase(target: DatabaseTarget, options: ConnectOptions = {}): Database {
@@ -79,7 +81,7 @@ export function openDatabase(target: DatabaseTarget, options: ConnectOptions = {
 }
 
 function openSqlite(path: string, options: ConnectOptions): SqliteHandle {
-  const owner = new SqliteOwner(path, options.openWal ? { openWal: options.openWal } : {})
+  const owner = new SqliteOwner(path, { openWal: options.openWal, lockWaitMs: options.lockWaitMs })
   const db = kyselyOver(owner)
   return {
     db,

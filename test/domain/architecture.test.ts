@@ -71,3 +71,31 @@ test('no import circles anywhere in src/', () => {
   assert.deepEqual(cycles, [])
   assert.ok(graph.size > 30, `read ${graph.size} modules`)
 })
+
+/** Files under src/ whose text matches `pattern`, as paths relative to src/. */
+function filesMatching(pattern: RegExp): string[] {
+  return sourceFiles(SRC)
+    .filter((file) => pattern.test(readFileSync(file, 'utf8')))
+    .map((file) => relative(SRC, file))
+    .sort()
+}
+
+test('one owner of SQLite connections: better-sqlite3 is opened in one file, statements are prepared only in src/db/', () => {
+  // Any close() of any descriptor of the database file drops the whole process's locks, and a
+  // statement run beside the owner's queue meets its transactions: nothing else may touch SQLite.
+  assert.deepEqual(filesMatching(/from ['"]better-sqlite3['"]|require\(['"]better-sqlite3['"]\)/), [
+    'db/sqlite/connection.ts',
+  ])
+  assert.deepEqual(
+    filesMatching(/\.prepare\(/).filter((file) => !file.startsWith('db/')),
+    [],
+  )
+  // Pragmas are set once, where connections are opened (and on a finished backup copy); nothing
+  // toggles them per task.
+  assert.deepEqual(
+    filesMatching(
+      /pragma\s+(synchronous|journal_mode|busy_timeout|query_only|cache_size|foreign_keys|locking_mode)\b/i,
+    ).filter((file) => !file.startsWith('db/sqlite/')),
+    [],
+  )
+})

@@ -9,7 +9,7 @@ import { test } from 'node:test'
 import { parseDatabaseUrl } from '../../src/config.js'
 import { type Database, openDatabase } from '../../src/db/connect.js'
 import { migrateToLatest } from '../../src/db/migrate.js'
-import { buildTestApp, freshDatabaseUrl, testDialect } from '../helper.js'
+import { buildTestApp, freshDatabaseUrl } from '../helper.js'
 import { processEnv, runCli, sleep } from '../support/processes.js'
 import { deploy, userSession } from '../support/ui.js'
 

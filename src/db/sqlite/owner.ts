@@ -62,9 +62,15 @@ export interface SqliteSnapshot {
 export interface OwnerOptions {
   /** Opens the WAL file for its fsyncs; tests wrap the default to watch them. */
   openWal?: (path: string) => Promise<WalFile>
+  /** How long a write may wait for the write lock (LOCK_WAIT_MS unless a test says otherwise). */
+  lockWaitMs?: number
 }
 
-/** How long a write waits for another process's write lock before it fails as busy. */
+/**
+ * How long a write waits for the write lock before it fails as busy (a 503 for a request): another
+ * process holding it, or the queue ahead of it. A deadlock (a write awaited from inside a
+ * transaction that holds the writer, through another handle) ends this way too, never as a hang.
+ */
 export const LOCK_WAIT_MS = 10_000
 /** How long a read waits for a lock (WAL readers wait only while a crashed writer's WAL is recovered). */
 const READ_WAIT_MS = 5_000
@@ -76,6 +82,16 @@ function pause(attempt: number): number {
 }
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms))
+
+/** A wait for the write lock that ran out: an outage to the caller (SQLITE_BUSY), as SQLite says it. */
+function waitedTooLong(ms: number): Error {
+  return Object.assign(
+    new Error(
+      `database is locked: no turn at the write connection within ${ms} ms (another process holds the write lock, or a transaction held it all that time)`,
+    ),
+    { code: 'SQLITE_BUSY' },
+  )
+}
 
 function sqlOn(statements: StatementCache): SqlWriter {
   return {
@@ -101,6 +117,7 @@ interface UnitJob {
   unit: (sql: SqlWriter) => unknown
   resolve: (value: unknown) => void
   reject: (err: unknown) => void
+  /** When it stops waiting for its turn, or for another process's lock. */
   deadline: number
   attempts: number
 }
@@ -108,6 +125,8 @@ interface UnitJob {
 interface HoldJob {
   kind: 'hold'
   grant: () => void
+  reject: (err: unknown) => void
+  deadline: number
 }
 
 /**
@@ -145,6 +164,9 @@ export class SqliteOwner {
   #held = false
   #pumping = false
   #retry: NodeJS.Timeout | null = null
+  /** Fails the jobs whose wait ran out while the writer is held or another process has the lock. */
+  #expiry: NodeJS.Timeout | null = null
+  readonly #lockWaitMs: number
   #snapshot: { connection: Connection; statements: StatementCache; busy: boolean } | null = null
   readonly #snapshotWaiters: Array<() => void> = []
   #closed = false
@@ -153,6 +175,7 @@ export class SqliteOwner {
     readonly path: string,
     options: OwnerOptions = {},
   ) {
+    this.#lockWaitMs = options.lockWaitMs ?? LOCK_WAIT_MS
     const solo = path === ':memory:'
     // The writer first: it creates the file and puts it in WAL mode before the reader opens it.
     this.#writer = openConnection(path, solo ? 'solo' : 'writer')
@@ -214,30 +237,63 @@ export class SqliteOwner {
   write<T>(unit: (sql: SqlWriter) => T): Promise<T> {
     if (this.#closed) return Promise.reject(new Error('the database is closed'))
     return new Promise<T>((resolve, reject) => {
-      this.#queue.push({
+      this.#enqueue({
         kind: 'unit',
         unit,
         resolve: resolve as (value: unknown) => void,
         reject,
-        deadline: Date.now() + LOCK_WAIT_MS,
+        deadline: Date.now() + this.#lockWaitMs,
         attempts: 0,
       })
-      this.#pump()
     })
   }
 
   /** Waits for the write connection, in queue order, and lends it until the hold is given back. */
   hold(): Promise<WriterHold> {
     if (this.#closed) return Promise.reject(new Error('the database is closed'))
-    return new Promise<WriterHold>((resolve) => {
-      this.#queue.push({ kind: 'hold', grant: () => resolve(this.#lend()) })
-      this.#pump()
+    return new Promise<WriterHold>((resolve, reject) => {
+      this.#enqueue({
+        kind: 'hold',
+        grant: () => resolve(this.#lend()),
+        reject,
+        deadline: Date.now() + this.#lockWaitMs,
+      })
     })
+  }
+
+  #enqueue(job: UnitJob | HoldJob): void {
+    this.#queue.push(job)
+    this.#pump()
+    if (this.#queue.length > 0 && this.#expiry === null) this.#scheduleExpiry()
+  }
+
+  /** While jobs wait, each is failed once its wait runs out, whatever holds the writer up. */
+  #scheduleExpiry(): void {
+    const first = this.#queue.reduce(
+      (soonest, job) => Math.min(soonest, job.deadline),
+      Number.POSITIVE_INFINITY,
+    )
+    if (first === Number.POSITIVE_INFINITY) return
+    this.#expiry = setTimeout(
+      () => {
+        this.#expiry = null
+        const now = Date.now()
+        // The head job waiting on another process's lock is failed by its own next attempt.
+        const retrying = this.#retry === null ? null : this.#queue[0]
+        for (const job of this.#queue.filter((j) => j.deadline <= now && j !== retrying)) {
+          this.#queue.splice(this.#queue.indexOf(job), 1)
+          job.reject(waitedTooLong(this.#lockWaitMs))
+        }
+        if (this.#queue.length > 0) this.#scheduleExpiry()
+      },
+      Math.max(0, first - Date.now()) + 1,
+    )
   }
 
   #lend(): WriterHold {
     const writer = this.#writer
     const control = this.#control
+    const lockWaitMs = this.#lockWaitMs
     let released = false
     const giveBack = () => {
       if (released) return
@@ -251,13 +307,14 @@ export class SqliteOwner {
         return writer.inTransaction
       },
       begin: async (statement = 'BEGIN IMMEDIATE') => {
-        const deadline = Date.now() + LOCK_WAIT_MS
+        const deadline = Date.now() + lockWaitMs
         for (let attempt = 1; ; attempt++) {
           try {
             control(statement)
             return
           } catch (err) {
-            if (!isBusy(err) || Date.now() >= deadline) throw err
+            if (!isBusy(err)) throw err
+            if (Date.now() >= deadline) throw waitedTooLong(lockWaitMs)
           }
           await sleep(pause(attempt))
         }
@@ -315,7 +372,7 @@ export class SqliteOwner {
         return
       }
       this.#queue.shift()
-      job.reject(err)
+      job.reject(isBusy(err) ? waitedTooLong(this.#lockWaitMs) : err)
       return
     }
     this.#queue.shift()
