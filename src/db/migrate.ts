@@ -41,9 +41,11 @@ export interface MigrationOutcome {
 }
 
 /**
- * Kysely's migrator holds a lock for the whole run (pg_advisory_xact_lock on PostgreSQL, the
- * database write lock on SQLite) and runs each migration in a transaction, so concurrent starts
- * serialise and the later ones find nothing left to do.
+ * On PostgreSQL Kysely's migrator holds an advisory lock for the whole run and runs each migration
+ * in a transaction, so concurrent starts serialise and the later ones find nothing left to do. On
+ * SQLite it takes no lock and runs a migration statement by statement (each statement a unit of the
+ * write connection's queue, db/sqlite/owner.ts): one process migrates a file, and two processes
+ * starting on a new file at the same instant can make one of them fail (starting it again works).
  */
 export async function migrateToLatest(database: Database): Promise<MigrationOutcome> {
   await refuseNewerSchema(database)

@@ -27,9 +27,9 @@ export async function hashPassword(password: string): Promise<string> {
 
 /**
  * A password already hashed. A transaction must not wait for a hash (about 50 ms on the thread
- * pool) once Kysely has begun it: on SQLite the connection is then inside the transaction, other
- * work on it starts the transaction's snapshot, and an event committed meanwhile refuses its write
- * (db/connect.ts). So whoever opens the transaction hashes first, with `hashedPassword`.
+ * pool) once Kysely has begun it: on SQLite a transaction holds the one write connection from its
+ * BEGIN to its COMMIT (db/sqlite/owner.ts), and every event arriving meanwhile waits behind it. So
+ * whoever opens the transaction hashes first, with `hashedPassword`.
  */
 export class HashedPassword {
   constructor(readonly hash: string) {}
