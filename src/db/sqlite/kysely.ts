@@ -56,34 +56,23 @@ class RoutedConnection implements DatabaseConnection {
   }
 
   async commit(): Promise<void> {
-    if (this.#snapshot) return this.#endSnapshot()
-    const hold = this.#takeHold()
-    try {
-      await hold.commit()
-    } catch (err) {
-      // A failed COMMIT leaves the transaction open: Kysely's rollback comes next and needs it.
-      if (hold.inTransaction) this.#hold = hold
-      else hold.release()
-      throw err
-    }
+    // A snapshot has nothing to commit. A failed COMMIT rolls back and gives the writer back itself,
+    // so Kysely's rollback that follows finds nothing left.
+    if (this.#snapshot) this.release()
+    else await this.#takeHold().commit()
   }
 
   async rollback(): Promise<void> {
-    if (this.#snapshot) return this.#endSnapshot()
-    this.#takeHold().release()
+    this.release()
   }
 
-  /** Kysely is done with the connection: whatever it still holds is given back, uncommitted work undone. */
+  /** Ends what the connection still holds: a snapshot closed, a hold given back with its work undone. */
   release(): void {
     this.#snapshot?.close()
     this.#snapshot = null
     this.#hold?.release()
     this.#hold = null
-  }
-
-  #endSnapshot(): void {
-    this.#snapshot?.close()
-    this.#snapshot = null
+    this.#heldForStatement = false
   }
 
   #takeHold(): WriterHold {

@@ -293,6 +293,7 @@ export class SqliteOwner {
   #lend(): WriterHold {
     const writer = this.#writer
     const control = this.#control
+    const rollBack = () => this.#rollBack()
     const lockWaitMs = this.#lockWaitMs
     let released = false
     const giveBack = () => {
@@ -320,12 +321,19 @@ export class SqliteOwner {
         }
       },
       commit: async ({ durable = true } = {}) => {
-        control('COMMIT')
+        try {
+          control('COMMIT')
+        } catch (err) {
+          // Nothing was committed (a full disk, say): undo what is left and give the writer back.
+          rollBack()
+          giveBack()
+          throw err
+        }
         giveBack()
         if (durable) await this.#flusher?.flush()
       },
       release: () => {
-        if (writer.inTransaction) control('ROLLBACK')
+        rollBack()
         giveBack()
       },
       released: async () => {
@@ -381,7 +389,7 @@ export class SqliteOwner {
       result = job.unit(this.#writerSql)
       control('COMMIT')
     } catch (err) {
-      if (this.#writer.inTransaction) control('ROLLBACK')
+      this.#rollBack()
       job.reject(err)
       return
     }
@@ -391,6 +399,20 @@ export class SqliteOwner {
         () => job.resolve(result),
         (err: unknown) => job.reject(err),
       )
+  }
+
+  /**
+   * Ends whatever transaction is open on the write connection. SQLite may already have rolled it back
+   * itself (after a full disk, an I/O error), and then there is nothing to undo; a ROLLBACK that
+   * fails leaves nothing to do either, and must not keep the writer from the queue.
+   */
+  #rollBack(): void {
+    if (!this.#writer.inTransaction) return
+    try {
+      this.#control('ROLLBACK')
+    } catch {
+      // Reported through the error that led here.
+    }
   }
 
   /** A read transaction on a connection of its own, taken at once; one snapshot at a time. */
