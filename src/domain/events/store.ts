@@ -163,7 +163,8 @@ const SQLITE_SQL = {
 function writeSqliteBatch(sql: SqlWriter, items: readonly PendingEvent[]): WriteResult[] {
   const insertEvent = sql.statement(SQLITE_SQL.insertEvent)
   const insert = (item: PendingEvent): number =>
-    Number(insertEvent.run(...columnValues(item)).lastInsertRowid)
+    // An array binds its values in order, without spreading them into arguments.
+    Number(insertEvent.run(columnValues(item)).lastInsertRowid)
   return items.map((item): WriteResult => {
     const key = item.idempotencyKey
     if (key === null) return insert(item)
