@@ -90,9 +90,12 @@ const SERVER_ENV = {
   SHIPLOG_RATE_LIMIT: '10000000',
   // The receiver is on 127.0.0.1.
   SHIPLOG_WEBHOOK_ALLOW_PRIVATE: '1',
+  LOG_LEVEL: process.env.CRASH_DEBUG_LOG ?? 'warn',
 }
 /** Operator commands that read or copy the whole database get longer than runCli's default. */
 const OPERATOR_TIMEOUT_MS = 90_000
+/** How long the sqlite3 shell waits for a lock (`.timeout`), as long as Shiplog's connections do. */
+const SHELL_BUSY_TIMEOUT_MS = 5000
 const USER = { email: 'ops@example.com', password: PASSWORD }
 
 type Form = 'deploy' | 'put-post' | 'put-get'
@@ -512,10 +515,18 @@ type OperatorKind = 'sqlite3' | 'keys-create' | 'backup' | 'verify' | 'dump' | '
 interface OperatorRun {
   kind: OperatorKind
   life: number
+  /** When it started, in ms since the test began (to set beside the kills and restarts). */
+  at: number
   ms: number
   ok: boolean
   detail: string
 }
+
+/** Milliseconds since the module loaded: one clock for the operators' runs and the kills. */
+const clock = (() => {
+  const zero = Date.now()
+  return () => Date.now() - zero
+})()
 
 /** Ids of the `events` rows of a shiplog dump (NDJSON: a header line per table, then its rows). */
 function eventIdsOfDump(path: string): number[] {
@@ -565,7 +576,7 @@ class Operator {
       sleep(delayMs)
         .then(() => this.#run(kind, life))
         .catch((err: unknown) => {
-          this.runs.push({ kind, life, ms: 0, ok: false, detail: (err as Error).message })
+          this.runs.push({ kind, life, at: clock(), ms: 0, ok: false, detail: (err as Error).message })
         }),
     )
   }
@@ -580,6 +591,7 @@ class Operator {
 
   async #run(kind: OperatorKind, life: number): Promise<void> {
     const started = Date.now()
+    const at = clock()
     const before = this.load.acknowledgedIds()
     let detail = ''
     let ok = true
@@ -598,9 +610,13 @@ class Operator {
     switch (kind) {
       case 'sqlite3': {
         const path = (parseDatabaseUrl(this.databaseUrl) as { path: string }).path
+        // With a busy timeout, as the server's own connections have: a shell opening the file just as
+        // a restarted server replays its WAL, or as the last other connection checkpoints it on
+        // closing, is otherwise refused at once ("database is locked"), by SQLite's design.
         detail = await sqliteShellAsync(
           path,
           "select count(*) from events; select count(*) from deployments where result = 'succeeded'; select through from deployments_progress",
+          { busyTimeoutMs: SHELL_BUSY_TIMEOUT_MS },
         ).then((out) => out.replaceAll('\n', ' / '))
         break
       }
@@ -625,8 +641,12 @@ class Operator {
         const out = join(this.scratch, `backup-${randomBytes(4).toString('hex')}.db`)
         const result = await this.#cli(['backup', '--out', out])
         if (!exited(result)) break
-        const integrity = await sqliteShellAsync(out, 'pragma integrity_check')
-        const ids = (await sqliteShellAsync(out, 'select id from events')).split('\n').map(Number)
+        const integrity = await sqliteShellAsync(out, 'pragma integrity_check', {
+          timeoutMs: OPERATOR_TIMEOUT_MS,
+        })
+        const ids = (await sqliteShellAsync(out, 'select id from events', { timeoutMs: OPERATOR_TIMEOUT_MS }))
+          .split('\n')
+          .map(Number)
         const missing = missingFrom(ids)
         if (integrity !== 'ok') fail(`the backup's integrity_check says ${integrity}`)
         else if (missing.length > 0)
@@ -666,7 +686,7 @@ class Operator {
         break
       }
     }
-    this.runs.push({ kind, life, ms: Date.now() - started, ok, detail })
+    this.runs.push({ kind, life, at, ms: Date.now() - started, ok, detail })
   }
 }
 
@@ -774,6 +794,8 @@ test(`SIGKILL at random moments with everything busy (${KILLS} kills, seed ${SEE
     oldAfter: [] as number[],
   }
   let processKills = 0
+  /** Kills and restarts on the operators' clock, to read their failures against. */
+  const timeline: string[] = []
 
   /**
    * The checks after each restart, once every server answers again: they run beside the new
@@ -794,7 +816,10 @@ test(`SIGKILL at random moments with everything busy (${KILLS} kills, seed ${SEE
     )
     if (sqlitePath !== null) {
       assert.equal(
-        await sqliteShellAsync(sqlitePath, 'pragma integrity_check'),
+        await sqliteShellAsync(sqlitePath, 'pragma integrity_check', {
+          timeoutMs: OPERATOR_TIMEOUT_MS,
+          busyTimeoutMs: SHELL_BUSY_TIMEOUT_MS,
+        }),
         'ok',
         `integrity after kill ${kill}`,
       )
@@ -859,6 +884,7 @@ test(`SIGKILL at random moments with everything busy (${KILLS} kills, seed ${SEE
       }
       inFlightAtKill.push(load.inFlight)
       const killedAt = Date.now()
+      timeline.push(`${clock()} ms: kill ${kill} of ${victims.map((v) => v?.port).join(' and ')}`)
       for (const slot of victims) slot?.server.signal('SIGKILL')
       await Promise.all(
         victims.map(async (slot) => {
@@ -870,6 +896,7 @@ test(`SIGKILL at random moments with everything busy (${KILLS} kills, seed ${SEE
           processKills++
           // Same database, same port: the clients' retries find the new process where the old one was.
           slot.server = await startServer(t, { databaseUrl, env: SERVER_ENV, port: slot.port })
+          timeline.push(`${clock()} ms: ${slot.port} answers again`)
         }),
       )
       downtimes.push(Date.now() - killedAt)
@@ -908,16 +935,17 @@ test(`SIGKILL at random moments with everything busy (${KILLS} kills, seed ${SEE
     )
     await sleep(200)
   }
-  for (const slot of slots) {
-    assert.ok(slot.server.isRunning(), `the last server still runs; output:\n${slot.server.output()}`)
-    slot.server.signal('SIGTERM')
-    const exit = await slot.server.waitForExit(20_000)
-    assert.deepEqual(
-      exit,
-      { code: 0, signal: null },
-      `the last server stops cleanly:\n${slot.server.output()}`,
-    )
-  }
+  // Stopped together, as an orchestrator stops a deployment; how they ended is asserted last, so
+  // a slow stop does not hide what the rest of the run found.
+  const stops = await Promise.all(
+    slots.map(async (slot) => {
+      const running = slot.server.isRunning()
+      const stopping = Date.now()
+      slot.server.signal('SIGTERM')
+      const exit = await slot.server.waitForExit(60_000)
+      return { running, exit, ms: Date.now() - stopping, output: slot.server.output() }
+    }),
+  )
 
   // Everything, with every server stopped.
   const snapshot = await readSnapshot(databaseUrl)
@@ -925,7 +953,10 @@ test(`SIGKILL at random moments with everything busy (${KILLS} kills, seed ${SEE
     env: processEnv(databaseUrl),
     timeoutMs: OPERATOR_TIMEOUT_MS,
   })
-  const integrity = sqlitePath === null ? 'ok' : await sqliteShellAsync(sqlitePath, 'pragma integrity_check')
+  const integrity =
+    sqlitePath === null
+      ? 'ok'
+      : await sqliteShellAsync(sqlitePath, 'pragma integrity_check', { timeoutMs: OPERATOR_TIMEOUT_MS })
   const { events: rows } = snapshot
   const byDescription = new Map<string, number>()
   for (const row of rows)
@@ -965,18 +996,25 @@ test(`SIGKILL at random moments with everything busy (${KILLS} kills, seed ${SEE
     `operators: ${operator.runs.length} commands (${operatorSummary}); ` +
       `checks: ${checks.snapshots} snapshots, ${checks.integrity} integrity_check, ${checks.verify} verify`,
   )
-  for (const run of operator.runs.filter((r) => !r.ok))
-    t.diagnostic(`operator ${run.kind} in life ${run.life} failed: ${run.detail}`)
+  for (const run of operator.runs.filter((r) => !r.ok)) {
+    t.diagnostic(
+      `operator ${run.kind} in life ${run.life} failed (${run.at}–${run.at + run.ms} ms): ${run.detail}; ` +
+        `kills and restarts: ${timeline.filter((line) => Math.abs(Number.parseInt(line, 10) - run.at) < 5000).join('; ')}`,
+    )
+  }
   t.diagnostic(
     `background: ${snapshot.deployments.get(1)?.length ?? 0} deployments; webhooks ${deliveries.length} deliveries queued, ` +
-      `${deliveries.filter((d) => d.state === 'delivered').length} delivered, ${received.length} requests received; ` +
-      `streams ${streams.stats.connections} connections, ${streams.stats.cut} cut, ${streams.stats.events} events, ` +
+      `${deliveries.filter((d) => d.state === 'succeeded').length} delivered, ${received.length} requests received; ` +
+      `streams ${streams.stats.connections} connections (${streams.stats.cut} cut, ${streams.stats.refusedConnections} refused attempts), ${streams.stats.events} events, ` +
       `${streams.stats.resets} resets, refused ${JSON.stringify(streams.stats.refused)}; exports ${exporter.stats.complete} whole ` +
       `of ${exporter.stats.started} (${exporter.stats.cut} cut, ${exporter.stats.rows} rows), ${exporter.stats.pagedReads} paged reads; ` +
       `retention: ${retention.lives} long lives, pruning began after ${retention.startedAt.map((ms) => `${(ms / 1000).toFixed(1)} s`).join(', ')}, ` +
       `old events ${retention.oldBefore.join('/')} → ${retention.oldAfter.join('/')} at the kill, ${oldKept} of ${old.length} kept at the end`,
   )
   t.diagnostic(`verify: ${verified.stdout.trim().replaceAll('\n', ' | ')}`)
+  t.diagnostic(
+    `SIGTERM at the end: ${stops.map((s) => `exit ${JSON.stringify(s.exit)} after ${s.ms} ms`).join('; ')}`,
+  )
 
   const context = `(${replay}); last output:\n${outputs.at(-1) ?? ''}`
   assert.deepEqual(load.unexpected, [], `every attempt got 201, a 200 replay, 503 or no answer ${context}`)
@@ -1034,7 +1072,7 @@ test(`SIGKILL at random moments with everything busy (${KILLS} kills, seed ${SEE
   const receivedIds = new Set(received.map((r) => String(r.headers['shiplog-delivery'])))
   assert.deepEqual(
     deliveries
-      .filter((d) => d.state === 'delivered' && !receivedIds.has(d.delivery_id))
+      .filter((d) => d.state === 'succeeded' && !receivedIds.has(d.delivery_id))
       .map((d) => d.delivery_id),
     [],
     'every delivery marked delivered was received',
@@ -1073,4 +1111,13 @@ test(`SIGKILL at random moments with everything busy (${KILLS} kills, seed ${SEE
     `requests were in flight at the kills: ${inFlightAtKill.join(', ')}`,
   )
   assert.ok(retried.length > 0, 'some keyed events were retried after a kill')
+
+  for (const stop of stops) {
+    assert.ok(stop.running, `the last server still ran at the end; output:\n${stop.output}`)
+    assert.deepEqual(
+      stop.exit,
+      { code: 0, signal: null },
+      `the last server stops cleanly:\n${stop.output.slice(-20_000)}`,
+    )
+  }
 })

@@ -18,6 +18,8 @@ export interface StreamStats {
   connections: number
   /** Connections that ended without the client asking: a kill, mostly. */
   cut: number
+  /** Attempts to connect that found no server (down between a kill and its restart). */
+  refusedConnections: number
   events: number
   resets: number
   /** Answers other than 200 by status (503 and 429 are allowed: a server starting, limits). */
@@ -35,6 +37,7 @@ export class LiveStreams {
   readonly stats: StreamStats = {
     connections: 0,
     cut: 0,
+    refusedConnections: 0,
     events: 0,
     resets: 0,
     refused: {},
@@ -73,6 +76,7 @@ export class LiveStreams {
         timer = setTimeout(() => idle.abort(), STREAM_IDLE_MS)
       }
       touch()
+      let connected = false
       try {
         const response = await fetch(`${base}/api/v1/stream`, {
           headers: { 'x-api-key': this.key, ...(lastId === null ? {} : { 'last-event-id': lastId }) },
@@ -88,6 +92,7 @@ export class LiveStreams {
           continue
         }
         this.stats.connections++
+        connected = true
         let buffer = ''
         let pending: number | null = null
         const decoder = new TextDecoder()
@@ -129,7 +134,8 @@ export class LiveStreams {
         // A server killed mid-stream resets the connection; a dead one refuses it.
         if (!['ECONNREFUSED', 'ECONNRESET', 'UND_ERR_SOCKET', 'terminated'].includes(failure))
           this.stats.unexpected.push(`stream ${n}: ${failure}`)
-        this.stats.cut++
+        if (connected) this.stats.cut++
+        else this.stats.refusedConnections++
         await sleep(100)
       } finally {
         clearTimeout(timer)
@@ -219,7 +225,8 @@ export class Exporter {
         this.stats.cut++
         await sleep(100)
       }
-      await sleep(150)
+      // A pause between downloads: each reads the whole log, and the machine has other work.
+      await sleep(300)
     }
   }
 

@@ -18,11 +18,19 @@ export function sqliteShell(path: string, text: string): string {
 
 /**
  * sqliteShell without blocking the event loop, for tests whose clients must keep running meanwhile
- * (the crash harness): the shell is killed, and the promise rejects, after `timeoutMs`.
+ * (the crash harness): the shell is killed, and the promise rejects, after `timeoutMs`. With
+ * `busyTimeoutMs` the shell waits that long for a lock (`.timeout`), as a careful operator's does;
+ * without, it gives up at once with "database is locked", the shell's default.
  */
-export function sqliteShellAsync(path: string, text: string, timeoutMs = 30_000): Promise<string> {
+export function sqliteShellAsync(
+  path: string,
+  text: string,
+  options: { timeoutMs?: number; busyTimeoutMs?: number } = {},
+): Promise<string> {
+  const timeoutMs = options.timeoutMs ?? 30_000
+  const busy = options.busyTimeoutMs === undefined ? [] : ['-cmd', `.timeout ${options.busyTimeoutMs}`]
   return new Promise((resolve, reject) => {
-    const child = spawn('sqlite3', ['-batch', path, text], { stdio: ['ignore', 'pipe', 'pipe'] })
+    const child = spawn('sqlite3', ['-batch', ...busy, path, text], { stdio: ['ignore', 'pipe', 'pipe'] })
     let stdout = ''
     let stderr = ''
     child.stdout.setEncoding('utf8').on('data', (chunk: string) => {
