@@ -502,7 +502,12 @@ function snapshotProblems(
     if (n !== 2) problems.push(`old deployment ${pair} is pruned in part (${n} of its 2 events remain)`)
   }
   problems.push(
-    ...deploymentDifferences(snapshot.deployments, plainDeployments(derivedEvents(snapshot))).map(
+    ...deploymentDifferences(
+      snapshot.deployments,
+      plainDeployments(derivedEvents(snapshot)),
+      10,
+      snapshot,
+    ).map(
       (line) =>
         `deployments differ from the rules over the ${derivedEvents(snapshot).length} derived events: ${line}`,
     ),

@@ -128,14 +128,26 @@ export function plainDeployments(events: readonly EventRow[]): Map<number, Deplo
   return result
 }
 
+/** Where the snapshot's derivation stands for each event id: to read a difference by. */
+export function derivationOf(snapshot: Snapshot, ids: readonly number[]): string {
+  const present = new Set(snapshot.events.map((e) => e.id))
+  const gaps = snapshot.gaps.map((g) => `${g.from}–${g.to}`).join(', ') || 'none'
+  const each = ids.map((id) => {
+    const gap = snapshot.gaps.some((g) => id >= g.from && id <= g.to)
+    return `${id} ${present.has(id) ? 'stored' : 'absent'}, ${id <= snapshot.through ? '≤' : '>'} through${gap ? ', in a gap' : ''}`
+  })
+  return `through ${snapshot.through}, gaps ${gaps}; events ${each.join('; ')}`
+}
+
 /**
  * How the stored deployments differ from the expected ones, one line per deployment (at most
- * `limit`); empty when they are equal.
+ * `limit`); empty when they are equal. With `snapshot`, each line says where its events stand.
  */
 export function deploymentDifferences(
   stored: Map<number, Deployment[]>,
   expected: Map<number, Deployment[]>,
   limit = 10,
+  snapshot?: Snapshot,
 ): string[] {
   const lines: string[] = []
   const accounts = new Set([...stored.keys(), ...expected.keys()])
@@ -146,8 +158,10 @@ export function deploymentDifferences(
       const a = have.get(id)
       const b = want.get(id)
       if (isDeepStrictEqual(a, b)) continue
+      const ids = [...new Set([...(a?.eventIds ?? []), ...(b?.eventIds ?? [])])]
       lines.push(
-        `account ${account} deployment ${id}: stored ${a ? JSON.stringify(a) : 'none'}, rules ${b ? JSON.stringify(b) : 'none'}`,
+        `account ${account} deployment ${id}: stored ${a ? JSON.stringify(a) : 'none'}, rules ${b ? JSON.stringify(b) : 'none'}` +
+          (snapshot ? ` (${derivationOf(snapshot, ids)})` : ''),
       )
       if (lines.length >= limit) return lines
     }
