@@ -74,11 +74,22 @@ const EVENT_DEADLINE_MS = 30_000
 const LONG_LIVES = Math.max(1, Math.floor(KILLS / 10))
 /** How long a long life waits for the prune to begin before it is killed all the same. */
 const RETENTION_WAIT_MS = 80_000
-const RETENTION_DAYS = 30
 /** Old events are Deploying/Deployed pairs in these service names, so pruning has work. */
 const OLD_SERVICES = ['old-billing', 'old-search', 'old-auth']
 /** Pairs of old events per long life: a prune of them takes a few transactions (1000 events each). */
 const OLD_PAIRS_PER_LONG_LIFE = 2500
+/** The old events' ages, evenly spread; the retention of the last long life passes them all. */
+const OLDEST_DAYS = 400
+const NEWEST_DAYS = 45
+const LAST_RETENTION_DAYS = 40
+/**
+ * The retention the operator sets just before long life `i`: each a shorter one, so each long life
+ * has its own share of old events to prune (a prune that outlived its kill, or ran on the other
+ * PostgreSQL instance, would otherwise leave the next one nothing).
+ */
+function retentionDays(i: number): number {
+  return Math.round(OLDEST_DAYS - ((i + 1) * (OLDEST_DAYS - LAST_RETENTION_DAYS)) / LONG_LIVES)
+}
 /** Live streams held open, spread over the servers. */
 const STREAMS = 3
 /** `shiplog verify` as a check (beside the operator's) after every this many kills, and at the end. */
@@ -410,8 +421,8 @@ async function seedOldEvents(databaseUrl: string, pairs: number): Promise<OldEve
       .where('name', '=', 'Acme')
       .executeTakeFirstOrThrow()
     const day = 86_400_000
-    const start = Date.now() - 400 * day
-    const span = (400 - RETENTION_DAYS - 5) * day
+    const start = Date.now() - OLDEST_DAYS * day
+    const span = (OLDEST_DAYS - NEWEST_DAYS) * day
     const old: OldEvent[] = []
     const seeds: EventSeed[] = []
     for (let p = 0; p < pairs; p++) {
@@ -729,7 +740,8 @@ test(`SIGKILL at random moments with everything busy (${KILLS} kills, seed ${SEE
     `${USER.password}\n`,
   )
   const readKey = await cli(['keys', 'create', '--account', 'Acme', '--name', 'reader', '--scope', 'read'])
-  await cli(['retention', 'set', '--account', 'Acme', '--days', String(RETENTION_DAYS)])
+  // Ten years: retention runs from the first long life on, and finds nothing that old until then.
+  await cli(['retention', 'set', '--account', 'Acme', '--days', '3650'])
   const receiverRandom = seededRandom(SEED ^ 0x5bd1e995)
   // Signatures are checked as they arrive: their time stamps are only good for five minutes.
   let hookSecret = ''
@@ -794,6 +806,8 @@ test(`SIGKILL at random moments with everything busy (${KILLS} kills, seed ${SEE
   const checks = { snapshots: 0, integrity: 0, verify: 0 }
   const retention = {
     lives: 0,
+    days: [] as number[],
+    neverBegan: 0,
     startedAt: [] as number[],
     oldBefore: [] as number[],
     oldAfter: [] as number[],
@@ -849,8 +863,10 @@ test(`SIGKILL at random moments with everything busy (${KILLS} kills, seed ${SEE
    * to go), then a moment more: the kill lands in the middle of the prune.
    */
   const awaitRetention = async () => {
-    retention.lives++
     const lifeStart = Date.now()
+    const days = retentionDays(retention.lives++)
+    retention.days.push(days)
+    await cli(['retention', 'set', '--account', 'Acme', '--days', String(days)])
     const database = openDatabase(parseDatabaseUrl(databaseUrl))
     try {
       const before = await countOldEvents(database)
@@ -858,7 +874,10 @@ test(`SIGKILL at random moments with everything busy (${KILLS} kills, seed ${SEE
       for (;;) {
         await sleep(100)
         if ((await countOldEvents(database)) < before) break
-        if (Date.now() - lifeStart > RETENTION_WAIT_MS) break
+        if (Date.now() - lifeStart > RETENTION_WAIT_MS) {
+          retention.neverBegan++
+          break
+        }
       }
       retention.startedAt.push(Date.now() - lifeStart)
       await sleep(Math.floor(random() * 300))
@@ -1013,7 +1032,7 @@ test(`SIGKILL at random moments with everything busy (${KILLS} kills, seed ${SEE
       `streams ${streams.stats.connections} connections (${streams.stats.cut} cut, ${streams.stats.refusedConnections} refused attempts), ${streams.stats.events} events, ` +
       `${streams.stats.resets} resets, refused ${JSON.stringify(streams.stats.refused)}; exports ${exporter.stats.complete} whole ` +
       `of ${exporter.stats.started} (${exporter.stats.cut} cut, ${exporter.stats.rows} rows), ${exporter.stats.pagedReads} paged reads; ` +
-      `retention: ${retention.lives} long lives, pruning began after ${retention.startedAt.map((ms) => `${(ms / 1000).toFixed(1)} s`).join(', ')}, ` +
+      `retention: ${retention.lives} long lives (keep ${retention.days.join(', then ')} days), pruning began after ${retention.startedAt.map((ms) => `${(ms / 1000).toFixed(1)} s`).join(', ')}, ` +
       `old events ${retention.oldBefore.join('/')} → ${retention.oldAfter.join('/')} at the kill, ${oldKept} of ${old.length} kept at the end`,
   )
   t.diagnostic(`verify: ${verified.stdout.trim().replaceAll('\n', ' | ')}`)
@@ -1085,7 +1104,12 @@ test(`SIGKILL at random moments with everything busy (${KILLS} kills, seed ${SEE
   assert.ok(received.length > 0, 'the slow receiver got deliveries')
   assert.equal(badSignatures, 0, 'every delivery is signed with the webhook secret')
 
-  // Retention: pruning ran, whole deployments at a time, and kept each service's latest.
+  // Retention: pruning ran in every long life, whole deployments at a time, and kept each service's latest.
+  assert.equal(
+    retention.neverBegan,
+    0,
+    `the servers began pruning in each long life within ${RETENTION_WAIT_MS} ms`,
+  )
   assert.ok(oldKept < old.length, `retention pruned old events (${old.length - oldKept} of ${old.length})`)
   for (const service of OLD_SERVICES) {
     const last = old.filter((o) => o.service === service).at(-1)

@@ -93,7 +93,8 @@ export async function readSnapshot(databaseUrl: string): Promise<Snapshot> {
  * The events the servers have derived as of the snapshot: those up to `through` outside the gaps.
  * The stored deployments must be exactly the plain rules over these, whenever one looks: a
  * derivation run commits its deployments together with `through`, and a crash in between must lose
- * both or neither.
+ * both or neither. Not more either: the next run takes the events after `through` (and those that
+ * filled a gap) and applies them to what is stored, so one already in a deployment would count twice.
  */
 export function derivedEvents(snapshot: Snapshot): EventRow[] {
   return snapshot.events.filter(
