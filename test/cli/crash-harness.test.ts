@@ -806,6 +806,8 @@ test(`SIGKILL at random moments with everything busy (${KILLS} kills, seed ${SEE
   const downtimes: number[] = []
   const outputs: string[] = []
   const checks = { snapshots: 0, integrity: 0, verify: 0 }
+  /** What the checks after the restarts found: the run goes on, so that one run shows all of it. */
+  const findings: string[] = []
   const retention = {
     lives: 0,
     days: [] as number[],
@@ -824,39 +826,32 @@ test(`SIGKILL at random moments with everything busy (${KILLS} kills, seed ${SEE
    * recover what the crash left by itself (an operator's shell opening the file first would replay
    * the WAL for it), and because what the servers do on top of a crash (derivation catching up, the
    * chain, pruning) must keep the invariants too. A snapshot sees what the crash kept and what came
-   * since, and either would show a loss.
+   * since, and either would show a loss. Cheap enough for every kill, but verify (every few kills).
    */
   const checkAfterRestart = async (kill: number) => {
     const acknowledged = load.acknowledged()
     const snapshot = await readSnapshot(databaseUrl)
     checks.snapshots++
-    assert.deepEqual(
-      snapshotProblems(snapshot, acknowledged, load.events, old).slice(0, 20),
-      [],
-      `after kill ${kill} (${replay})`,
-    )
+    const problems = snapshotProblems(snapshot, acknowledged, load.events, old)
+    findings.push(...problems.slice(0, 10).map((p) => `after kill ${kill}: ${p}`))
     if (sqlitePath !== null) {
-      assert.equal(
-        await sqliteShellAsync(sqlitePath, 'pragma integrity_check', {
-          timeoutMs: OPERATOR_TIMEOUT_MS,
-          busyTimeoutMs: SHELL_BUSY_TIMEOUT_MS,
-        }),
-        'ok',
-        `integrity after kill ${kill}`,
-      )
+      const integrity = await sqliteShellAsync(sqlitePath, 'pragma integrity_check', {
+        timeoutMs: OPERATOR_TIMEOUT_MS,
+        busyTimeoutMs: SHELL_BUSY_TIMEOUT_MS,
+      })
       checks.integrity++
+      if (integrity !== 'ok') findings.push(`after kill ${kill}: integrity_check says ${integrity}`)
     }
     if (kill % VERIFY_EVERY === 0) {
       const verified = await runCli(t, ['verify'], {
         env: processEnv(databaseUrl),
         timeoutMs: OPERATOR_TIMEOUT_MS,
       })
-      assert.equal(
-        verified.code,
-        0,
-        `shiplog verify after kill ${kill} (${replay}):\n${verified.stdout}${verified.stderr}`,
-      )
       checks.verify++
+      if (verified.code !== 0)
+        findings.push(
+          `after kill ${kill}: shiplog verify exited ${verified.code}: ${verified.stdout}${verified.stderr}`,
+        )
     }
   }
 
@@ -1018,7 +1013,7 @@ test(`SIGKILL at random moments with everything busy (${KILLS} kills, seed ${SEE
   )
   t.diagnostic(
     `operators: ${operator.runs.length} commands (${operatorSummary}); ` +
-      `checks: ${checks.snapshots} snapshots, ${checks.integrity} integrity_check, ${checks.verify} verify`,
+      `checks: ${checks.snapshots} snapshots, ${checks.integrity} integrity_check, ${checks.verify} verify, ${findings.length} findings`,
   )
   for (const run of operator.runs.filter((r) => !r.ok)) {
     t.diagnostic(
@@ -1040,7 +1035,20 @@ test(`SIGKILL at random moments with everything busy (${KILLS} kills, seed ${SEE
     `SIGTERM at the end: ${stops.map((s) => `exit ${JSON.stringify(s.exit)} after ${s.ms} ms`).join('; ')}`,
   )
 
+  for (const finding of findings.slice(0, 10)) t.diagnostic(finding)
+  const rebuilt = deploymentDifferences(
+    snapshot.deployments,
+    plainDeployments(rows),
+    Number.POSITIVE_INFINITY,
+    snapshot,
+  )
+  t.diagnostic(
+    `final state: ${derivedEvents(snapshot).length} of ${rows.length} events derived, ` +
+      `${rebuilt.length} deployments differ from a rebuild${rebuilt.length > 0 ? `, e.g. ${rebuilt[0]}` : ''}`,
+  )
+
   const context = `(${replay}); last output:\n${outputs.at(-1) ?? ''}`
+  assert.deepEqual(findings.slice(0, 20), [], `the checks after each restart (${replay})`)
   assert.deepEqual(load.unexpected, [], `every attempt got 201, a 200 replay, 503 or no answer ${context}`)
   assert.deepEqual(
     snapshotProblems(snapshot, acknowledged, load.events, old).slice(0, 20),
@@ -1057,11 +1065,7 @@ test(`SIGKILL at random moments with everything busy (${KILLS} kills, seed ${SEE
   assert.equal(new Set(ackIds).size, ackIds.length, 'every acknowledgement names an event of its own')
   // Every event derived, and the deployments exactly what the rules make of all the events.
   assert.equal(derivedEvents(snapshot).length, rows.length, 'every event is derived')
-  assert.deepEqual(
-    deploymentDifferences(snapshot.deployments, plainDeployments(rows)),
-    [],
-    'the deployments equal a rebuild from the events',
-  )
+  assert.deepEqual(rebuilt.slice(0, 10), [], 'the deployments equal a rebuild from the events')
   assert.equal(
     verified.code,
     0,
