@@ -474,7 +474,9 @@ function snapshotProblems(
   const byDescription = new Map<string, EventRow[]>()
   for (const row of snapshot.events) {
     const description = row.description ?? ''
-    byDescription.set(description, [...(byDescription.get(description) ?? []), row])
+    const rows = byDescription.get(description) ?? []
+    rows.push(row)
+    byDescription.set(description, rows)
   }
   for (const [description, rows] of byDescription) {
     if (rows.length > 1)
@@ -805,7 +807,7 @@ test(`SIGKILL at random moments with everything busy (${KILLS} kills, seed ${SEE
   const inFlightAtKill: number[] = []
   const downtimes: number[] = []
   const outputs: string[] = []
-  const checks = { snapshots: 0, integrity: 0, verify: 0 }
+  const checks = { snapshots: 0, integrity: 0, verify: 0, slowest: 0 }
   /** What the checks after the restarts found: the run goes on, so that one run shows all of it. */
   const findings: string[] = []
   const retention = {
@@ -829,10 +831,14 @@ test(`SIGKILL at random moments with everything busy (${KILLS} kills, seed ${SEE
    * since, and either would show a loss. Cheap enough for every kill, but verify (every few kills).
    */
   const checkAfterRestart = async (kill: number) => {
+    // The test's own event loop serves the clients and the webhook receiver: a check that held it
+    // for seconds would look like a server that does not answer.
+    const checking = Date.now()
     const acknowledged = load.acknowledged()
     const snapshot = await readSnapshot(databaseUrl)
     checks.snapshots++
     const problems = snapshotProblems(snapshot, acknowledged, load.events, old)
+    checks.slowest = Math.max(checks.slowest, Date.now() - checking)
     findings.push(...problems.slice(0, 10).map((p) => `after kill ${kill}: ${p}`))
     if (sqlitePath !== null) {
       const integrity = await sqliteShellAsync(sqlitePath, 'pragma integrity_check', {
@@ -1013,7 +1019,7 @@ test(`SIGKILL at random moments with everything busy (${KILLS} kills, seed ${SEE
   )
   t.diagnostic(
     `operators: ${operator.runs.length} commands (${operatorSummary}); ` +
-      `checks: ${checks.snapshots} snapshots, ${checks.integrity} integrity_check, ${checks.verify} verify, ${findings.length} findings`,
+      `checks: ${checks.snapshots} snapshots, ${checks.integrity} integrity_check, ${checks.verify} verify, ${findings.length} findings; the slowest snapshot took ${checks.slowest} ms`,
   )
   for (const run of operator.runs.filter((r) => !r.ok)) {
     t.diagnostic(
@@ -1025,7 +1031,7 @@ test(`SIGKILL at random moments with everything busy (${KILLS} kills, seed ${SEE
     `background: ${snapshot.deployments.get(1)?.length ?? 0} deployments; webhooks ${deliveries.length} deliveries queued, ` +
       `${deliveries.filter((d) => d.state === 'succeeded').length} delivered, ${received.length} requests received; ` +
       `streams ${streams.stats.connections} connections (${streams.stats.cut} cut, ${streams.stats.refusedConnections} refused attempts), ${streams.stats.events} events, ` +
-      `${streams.stats.resets} resets, refused ${JSON.stringify(streams.stats.refused)}; exports ${exporter.stats.complete} whole ` +
+      `${streams.stats.resets} resets, refused ${JSON.stringify(streams.stats.refused)}; exports ${exporter.stats.complete} whole (${exporter.stats.parsed} parsed strictly) ` +
       `of ${exporter.stats.started} (${exporter.stats.cut} cut, ${exporter.stats.rows} rows), ${exporter.stats.pagedReads} paged reads; ` +
       `retention: ${retention.lives} long lives (keep ${retention.days.join(', then ')} days), pruning began after ${retention.startedAt.map((ms) => `${(ms / 1000).toFixed(1)} s`).join(', ')}, ` +
       `old events ${retention.oldBefore.join('/')} → ${retention.oldAfter.join('/')} at the kill, ${oldKept} of ${old.length} kept at the end`,

@@ -50,7 +50,9 @@ async function readAll(db: Kysely<DB>): Promise<Snapshot> {
   const deployments = new Map<number, Deployment[]>()
   for (const row of rows) {
     const account = Number(row.account_id)
-    deployments.set(account, [...(deployments.get(account) ?? []), rowToDeployment(row)])
+    const list = deployments.get(account) ?? []
+    list.push(rowToDeployment(row))
+    deployments.set(account, list)
   }
   return {
     events: events.map((e) => ({ ...e, id: Number(e.id), received_at: Number(e.received_at) })),
@@ -106,7 +108,9 @@ export function plainDeployments(events: readonly EventRow[]): Map<number, Deplo
   const byAccount = new Map<number, EventRow[]>()
   for (const e of events) {
     const account = Number(e.account_id)
-    byAccount.set(account, [...(byAccount.get(account) ?? []), e])
+    const list = byAccount.get(account) ?? []
+    list.push(e)
+    byAccount.set(account, list)
   }
   const result = new Map<number, Deployment[]>()
   for (const [account, rows] of byAccount) {

@@ -149,6 +149,8 @@ export interface ExportStats {
   started: number
   /** Downloads read whole and checked. */
   complete: number
+  /** Of those, the ones parsed as RFC 4180 in full. */
+  parsed: number
   /** Downloads a kill cut short (or that found the server down). */
   cut: number
   rows: number
@@ -170,6 +172,9 @@ function cookieHeader(jar: Map<string, string>): string {
   return [...jar].map(([name, value]) => `${name}=${value}`).join('; ')
 }
 
+/** One download in this many is parsed as RFC 4180 in full. */
+const STRICT_EVERY = 5
+
 const CSV_HEADER =
   'id,received_at,service,environment,version,status,url,commit,description,deployer,source,api_key_name'
 
@@ -184,6 +189,7 @@ export class Exporter {
     logins: 0,
     started: 0,
     complete: 0,
+    parsed: 0,
     cut: 0,
     rows: 0,
     pagedReads: 0,
@@ -281,11 +287,17 @@ export class Exporter {
     }
     // A kill while the body streams makes text() throw: that download was cut, not wrong.
     const text = await response.text()
-    const rows = parseCsv(text)
-    if (rows[0]?.join(',') !== CSV_HEADER) {
+    // The strict parser takes about 20 ms per 1000 rows of this process's event loop, which also
+    // serves the clients and the webhook receiver: every STRICT_EVERY-th download is parsed whole,
+    // the others only read for their ids (no value the harness sends holds a line break).
+    const strict = this.stats.complete % STRICT_EVERY === 0
+    const rows = strict ? parseCsv(text) : text.split('\r\n').map((line) => line.split(',', 1))
+    if (!strict) rows.pop()
+    if (rows[0]?.join(',') !== (strict ? CSV_HEADER : 'id')) {
       this.stats.problems.push(`the CSV header is ${JSON.stringify(rows[0])}`)
       return
     }
+    if (strict) this.stats.parsed++
     const ids = rows.slice(1).map((row) => Number(row[0]))
     const seen = new Set(ids)
     if (seen.size !== ids.length)
