@@ -1,6 +1,6 @@
 // What an operator beside a running server does to its SQLite file, and what the kernel says of it:
 // the `sqlite3` shell, the POSIX locks a process holds (/proc/locks) and its descriptors of deleted files.
-import { spawnSync } from 'node:child_process'
+import { spawn, spawnSync } from 'node:child_process'
 import { readdirSync, readFileSync, readlinkSync, statSync } from 'node:fs'
 
 /**
@@ -14,6 +14,44 @@ export function sqliteShell(path: string, text: string): string {
     throw new Error(`the sqlite3 shell could not run (apt-get install sqlite3): ${result.error.message}`)
   if (result.status !== 0) throw new Error(`sqlite3 exited ${result.status}: ${result.stderr}`)
   return result.stdout.trim()
+}
+
+/**
+ * sqliteShell without blocking the event loop, for tests whose clients must keep running meanwhile
+ * (the crash harness): the shell is killed, and the promise rejects, after `timeoutMs`. With
+ * `busyTimeoutMs` the shell waits that long for a lock (`.timeout`), as a careful operator's does;
+ * without, it gives up at once with "database is locked", the shell's default.
+ */
+export function sqliteShellAsync(
+  path: string,
+  text: string,
+  options: { timeoutMs?: number; busyTimeoutMs?: number } = {},
+): Promise<string> {
+  const timeoutMs = options.timeoutMs ?? 30_000
+  const busy = options.busyTimeoutMs === undefined ? [] : ['-cmd', `.timeout ${options.busyTimeoutMs}`]
+  return new Promise((resolve, reject) => {
+    const child = spawn('sqlite3', ['-batch', ...busy, path, text], { stdio: ['ignore', 'pipe', 'pipe'] })
+    let stdout = ''
+    let stderr = ''
+    child.stdout.setEncoding('utf8').on('data', (chunk: string) => {
+      stdout += chunk
+    })
+    child.stderr.setEncoding('utf8').on('data', (chunk: string) => {
+      stderr += chunk
+    })
+    const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs)
+    child.once('error', (err) => {
+      clearTimeout(timer)
+      reject(new Error(`the sqlite3 shell could not run (apt-get install sqlite3): ${err.message}`))
+    })
+    child.once('close', (code, signal) => {
+      clearTimeout(timer)
+      if (signal !== null)
+        reject(new Error(`sqlite3 was killed (${signal}) after ${timeoutMs} ms: ${stderr}`))
+      else if (code !== 0) reject(new Error(`sqlite3 exited ${code}: ${stderr}`))
+      else resolve(stdout.trim())
+    })
+  })
 }
 
 /** The POSIX (fcntl) locks process `pid` holds on the file at `path`, as /proc/locks lists them. */
