@@ -1,5 +1,6 @@
 // Starts the HTTP server and shuts it down gracefully on SIGTERM/SIGINT; nothing else.
 import type { Server } from 'node:http'
+import type { Socket } from 'node:net'
 import { type Logger, pino } from 'pino'
 import { type App, buildApp } from './app.js'
 import { type Config, configurationWarnings } from './config.js'
@@ -44,6 +45,11 @@ export async function startServer(config: Config, options: StartOptions = {}): P
     resources = await openResources(config, database, log)
     app = await buildApp({ config, database, resources, loggerInstance: log })
     boundSlowClients(app.server, config)
+    const connections = new Set<Socket>()
+    app.server.on('connection', (socket: Socket) => {
+      connections.add(socket)
+      socket.once('close', () => connections.delete(socket))
+    })
     const address = await app.listen({ port: config.port, host: config.host })
     const running = app
     let stopping: Promise<void> | null = null
@@ -56,8 +62,13 @@ export async function startServer(config: Config, options: StartOptions = {}): P
           // Stop accepting, let in-flight requests and the pending batch finish, then close the
           // rest in reverse order. Keep-alive connections that finish their last request after
           // close() began would stay open until keepAliveTimeout (65 s); close each as soon as it
-          // falls idle.
-          const sweep = setInterval(() => running.server.closeIdleConnections(), 100)
+          // falls idle. A connection that has sent nothing yet (a browser's or fetch's spare one)
+          // is not idle to Node, and once close() began Node no longer times it out: it would
+          // hold the stop until the 25 s bound. It has no request to lose, so it is closed too.
+          const sweep = setInterval(() => {
+            running.server.closeIdleConnections()
+            for (const socket of connections) if (socket.bytesRead === 0) socket.destroy()
+          }, 100)
           stopping = closeAll().finally(() => clearInterval(sweep))
         }
         return stopping

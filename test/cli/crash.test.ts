@@ -345,3 +345,21 @@ test('SIGTERM under load: the server finishes, exits 0 in time, and every acknow
   )
   await withTimeout(slow.closed, 5_000, 'the idle connection was not closed')
 })
+
+test('SIGTERM with connections that sent nothing yet (spare ones, as fetch and browsers keep): the server exits 0 at once', {
+  timeout: 60_000,
+}, async (t) => {
+  const { databaseUrl } = await databaseForServers(t)
+  const server = await startServer(t, { databaseUrl })
+  const spare = Array.from({ length: 3 }, () => connect({ port: server.port, host: '127.0.0.1' }))
+  t.after(() => {
+    for (const socket of spare) socket.destroy()
+  })
+  await Promise.all(spare.map((socket) => new Promise((resolve) => socket.once('connect', resolve))))
+  const started = Date.now()
+  server.signal('SIGTERM')
+  const exit = await server.waitForExit(20_000)
+  const ms = Date.now() - started
+  assert.deepEqual(exit, { code: 0, signal: null }, `a clean stop, not the 25 s bound:\n${server.output()}`)
+  assert.ok(ms < 5_000, `stopped in ${ms} ms`)
+})
