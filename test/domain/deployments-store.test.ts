@@ -453,6 +453,50 @@ const hostileEvent = fc.record({
   status: fc.constantFrom<EventStatus>('Deploying', 'Deploying', 'Deployed', 'Failed'),
 })
 
+test('a late event derives its service and environment again only up to where the run stops: later events are left to the next runs', async (t) => {
+  // Found by the crash harness on PostgreSQL: the group of a late event was derived again from all its
+  // events, also those past the batch's end, and the next runs applied those a second time (an event
+  // id twice in a deployment, phantom instant deployments, the rolled-back mark on the wrong one).
+  const ctx = await buildTestApp(t)
+  const accounts = [ctx.tenant.account.id]
+  const at = Date.UTC(2026, 0, 3)
+  const event = (version: string, status: 'Deploying' | 'Deployed') => ({
+    account: 0,
+    service: 'api',
+    environment: 'prod',
+    version,
+    status,
+  })
+  await insertEvents(
+    ctx.database,
+    accounts,
+    [event('1.1', 'Deploying'), event('1.1', 'Deployed')],
+    at,
+    [1, 3],
+  )
+  await catchUpDeployments(ctx.database, { limit: 1000 })
+  // Id 2 commits late; then three more of the same group, derived in runs of one event each.
+  await insertEvents(
+    ctx.database,
+    accounts,
+    [
+      event('1.0', 'Deployed'),
+      event('1.2', 'Deploying'),
+      event('1.2', 'Deploying'),
+      event('1.2', 'Deployed'),
+    ],
+    at + 1000,
+    [2, 4, 5, 6],
+  )
+  for (let run = 0; run < 6; run++) await catchUpDeployments(ctx.database, { limit: 1 })
+  const want = await expected(ctx.database)
+  assert.deepEqual(await stored(ctx.database), want)
+  assert.deepEqual(
+    want.get(accounts[0] as number)?.map((d) => d.eventIds),
+    [[1, 3], [2], [4, 5, 6]],
+  )
+})
+
 test('events committing in any order, in small batches, derived in runs of any size (large ones too), store exactly the plain derivation', async (t) => {
   // Each event gets its id up front, as PostgreSQL hands ids out before commit; they then commit in
   // a random order, a few at a time, with derivation runs in between: an event below ids already

@@ -196,6 +196,15 @@ export function lateGroups(start: BatchStart): GroupId[] {
   return [...groups.values()]
 }
 
+/**
+ * The last id a late group is derived again up to: where this run leaves `through`. Its events past
+ * that are not derived yet, and later runs apply them to the state this run leaves, once each; taken
+ * here too, they were applied twice.
+ */
+export function regroupBound(start: BatchStart): number {
+  return start.batch.at(-1)?.id ?? start.through
+}
+
 /** A group the batch touches that is derived on from where it stood, and its events of the batch. */
 export interface IncrementalGroup {
   /** groupIdKey(group) */

@@ -16,6 +16,7 @@ import {
   lateGroups,
   loadedGroup,
   planBatch,
+  regroupBound,
   type StoredEvent,
   toStoredEvent,
 } from './derivation.js'
@@ -89,10 +90,12 @@ async function deriveBatch(
 
   const late = lateGroups(start)
   const regrouped = new Map<string, { group: GroupId; events: StoredEvent[] }>()
+  const bound = regroupBound(start)
   for (const group of late) {
     const events = await selectEvents(
       trx,
-      sql`account_id = ${group.accountId} and service = ${group.service} and environment = ${group.environment}`,
+      sql`account_id = ${group.accountId} and service = ${group.service} and environment = ${group.environment}
+        and id <= ${bound}`,
     )
     regrouped.set(groupIdKey(group), { group, events })
   }

@@ -13,6 +13,7 @@ import {
   lateGroups,
   loadedGroup,
   planBatch,
+  regroupBound,
   type StoredEvent,
 } from './derivation.js'
 import type { DerivationCache } from './state-cache.js'
@@ -31,7 +32,7 @@ const SQL = {
   eventsAfter: `SELECT ${STORED_EVENT_COLUMNS} FROM events WHERE id > ? ORDER BY id LIMIT ?`,
   gaps: 'SELECT from_id, to_id, seen_at FROM deployment_gaps ORDER BY from_id',
   eventsBetween: `SELECT ${STORED_EVENT_COLUMNS} FROM events WHERE id >= ? AND id <= ? ORDER BY id`,
-  groupEvents: `SELECT ${STORED_EVENT_COLUMNS} FROM events WHERE account_id = ? AND service = ? AND environment = ? ORDER BY id`,
+  groupEvents: `SELECT ${STORED_EVENT_COLUMNS} FROM events WHERE account_id = ? AND service = ? AND environment = ? AND id <= ? ORDER BY id`,
   head: 'SELECT running_id, latest_id FROM deployment_heads WHERE account_id = ? AND service = ? AND environment = ?',
   byId: 'SELECT * FROM deployments WHERE id = ?',
   open: 'SELECT * FROM deployments WHERE account_id = ? AND service = ? AND environment = ? AND result IS NULL',
@@ -126,10 +127,11 @@ function deriveBatch(
 
   const late = lateGroups(start)
   const regrouped = new Map<string, { group: GroupId; events: StoredEvent[] }>()
+  const bound = regroupBound(start)
   for (const group of late) {
     regrouped.set(groupIdKey(group), {
       group,
-      events: events(q(SQL.groupEvents).all(group.accountId, group.service, group.environment)),
+      events: events(q(SQL.groupEvents).all(group.accountId, group.service, group.environment, bound)),
     })
   }
   const loaded = new Map<string, LoadedGroup>()
