@@ -26,11 +26,11 @@ import { type Cleanup, databaseForServers, testDialect } from '../helper.js'
 import {
   deploymentDifferences,
   derivedEvents,
-  plainDeployments,
   readSnapshot,
   type Snapshot,
 } from '../support/crash-invariants.js'
 import { Exporter, failureOf, LiveStreams } from '../support/crash-observers.js'
+import { plainDeployments } from '../support/deployments.js'
 import {
   type ProcessResult,
   processEnv,

@@ -5,7 +5,7 @@ import type { Kysely } from 'kysely'
 import { parseDatabaseUrl } from '../../src/config.js'
 import { openDatabase } from '../../src/db/connect.js'
 import type { DB, EventRow } from '../../src/db/schema.js'
-import { type Deployment, deriveDeployments } from '../../src/domain/deployments/rules.js'
+import type { Deployment } from '../../src/domain/deployments/rules.js'
 import { rowToDeployment } from '../../src/domain/deployments/store.js'
 
 export interface IdempotencyRecord {
@@ -102,35 +102,6 @@ export function derivedEvents(snapshot: Snapshot): EventRow[] {
   return snapshot.events.filter(
     (e) => e.id <= snapshot.through && !snapshot.gaps.some((g) => e.id >= g.from && e.id <= g.to),
   )
-}
-
-export function plainDeployments(events: readonly EventRow[]): Map<number, Deployment[]> {
-  const byAccount = new Map<number, EventRow[]>()
-  for (const e of events) {
-    const account = Number(e.account_id)
-    const list = byAccount.get(account) ?? []
-    list.push(e)
-    byAccount.set(account, list)
-  }
-  const result = new Map<number, Deployment[]>()
-  for (const [account, rows] of byAccount) {
-    result.set(
-      account,
-      deriveDeployments(
-        rows.map((r) => ({
-          id: r.id,
-          service: r.service,
-          environment: r.environment,
-          version: r.version,
-          status: r.status,
-          receivedAt: Number(r.received_at),
-          deployer: r.deployer,
-          apiKeyName: r.api_key_name,
-        })),
-      ),
-    )
-  }
-  return result
 }
 
 /** Where the snapshot's derivation stands for each event id: to read a difference by. */
