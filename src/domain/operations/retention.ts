@@ -1,7 +1,7 @@
 // Retention: each account may keep its events for N days; a background task prunes what is older,
 // in small transactions, together with everything derived from it (see README "Retention").
 import type { Kysely } from 'kysely'
-import type { Database } from '../../db/connect.js'
+import type { Database, Rows } from '../../db/connect.js'
 import type { DB } from '../../db/schema.js'
 import type { Task, TaskLogger } from '../tasks.js'
 
@@ -58,7 +58,6 @@ interface Step {
   sql: string
   params: Array<string | number | number[] | string[]>
 }
-type Rows = Array<Record<string, unknown>>
 
 interface Candidate {
   id: number
@@ -216,7 +215,7 @@ function runSqlite(
   const bind = (params: Step['params']) => params.map((p) => (Array.isArray(p) ? JSON.stringify(p) : p))
   return database.write((sql) => {
     let next = steps.next([])
-    while (!next.done) next = steps.next(sql.execute(next.value.sql, bind(next.value.params)) as Rows)
+    while (!next.done) next = steps.next(sql.execute(next.value.sql, bind(next.value.params)))
     return next.value
   })
 }

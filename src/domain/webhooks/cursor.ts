@@ -2,7 +2,7 @@
 // events derivation has processed, a window at a time, and the deliveries of the events that match
 // are inserted with the cursor's move in one transaction (rules.ts decides what matches).
 import { type CompiledQuery, type RawBuilder, sql } from 'kysely'
-import type { Database } from '../../db/connect.js'
+import type { Database, Rows } from '../../db/connect.js'
 import type { DeploymentRow, EventStatus } from '../../db/schema.js'
 import {
   candidateStatuses,
@@ -35,7 +35,6 @@ export interface TopUp {
   cursor: number | null
 }
 
-type Rows = Record<string, unknown>[]
 type Dialect = Database['dialect']
 
 interface MatchedEvent {
@@ -179,7 +178,7 @@ function runSqlite(
 ): Promise<TopUp> {
   return database.write((sql) => {
     let next = steps.next([])
-    while (!next.done) next = steps.next(sql.execute(next.value.sql, next.value.parameters) as Rows)
+    while (!next.done) next = steps.next(sql.execute(next.value.sql, next.value.parameters))
     return next.value
   })
 }
