@@ -360,6 +360,11 @@ export class SqliteOwner {
       }
     } finally {
       this.#pumping = false
+      // Nothing waits any more: a pending expiry would only keep the process alive for nothing.
+      if (this.#queue.length === 0 && this.#expiry !== null) {
+        clearTimeout(this.#expiry)
+        this.#expiry = null
+      }
     }
   }
 
