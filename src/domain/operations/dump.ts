@@ -8,11 +8,18 @@ import { pipeline } from 'node:stream/promises'
 import { createGzip } from 'node:zlib'
 import type { Database } from '../../db/connect.js'
 import { rowLine, TableChecksum, type TableSummary } from './checksum.js'
-import { openSnapshot } from './rows.js'
+import { keyOf, openSnapshot } from './rows.js'
 import { applicationTables, schemaVersion, type TableInfo } from './tables.js'
 
 export const DUMP_FORMAT = 'shiplog-dump'
 export const DUMP_FORMAT_VERSION = 1
+
+/**
+ * The longest line a dump may hold, in bytes. The longest legitimate row is a deployment folding
+ * many retries: its event_ids list grows by about 11 bytes per retried event, so this leaves room
+ * for some 1.5 million retries of one deployment; every other column is bounded far below it.
+ */
+export const MAX_LINE_BYTES = 16 * 1024 * 1024
 
 /** The first line of a dump. */
 export interface DumpHeader {
@@ -80,6 +87,12 @@ export async function dumpDatabase(
           let text = ''
           for (const row of rows) {
             const line = rowLine(row)
+            // What load would refuse is refused here, while the source can still be looked at.
+            if (line.length * 3 > MAX_LINE_BYTES && Buffer.byteLength(line) > MAX_LINE_BYTES) {
+              throw new DumpError(
+                `a row of ${table.name} (${JSON.stringify(keyOf(table, row))}) is longer than ${MAX_LINE_BYTES / (1024 * 1024)} MiB, the most a dump line holds`,
+              )
+            }
             checksum.addLine(line)
             text += `${line}\n`
           }

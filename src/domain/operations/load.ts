@@ -13,6 +13,7 @@ import {
   type DumpHeader,
   type DumpTableLine,
   type DumpTrailer,
+  MAX_LINE_BYTES,
 } from './dump.js'
 import { secondaryIndexes } from './indexes.js'
 import { DEFAULT_BATCH_ROWS, openWriter, type Writer } from './rows.js'
@@ -110,36 +111,52 @@ export interface LoadOutcome {
   header: DumpHeader
 }
 
-/**
- * Loads `path` into `database`. The schema is created first (migrations commit on their own, so a
- * refused load can leave an empty, migrated database); then every row goes in inside one transaction
- * that commits only after the trailer's counts and checksums matched. A database holding data is
- * refused before anything is written.
- */
+/** A line that goes on past MAX_LINE_BYTES without its newline. */
+class LineTooLong extends Error {}
+
 /**
  * The dump's lines, split at "\n" only. JSON keeps U+2028 and U+2029 unescaped inside strings, and
  * Node 24's readline ends a line at them, which cut such an event in two; a "\r" before the "\n"
  * (a file that went through a Windows editor) is dropped, as JSON never holds a raw one.
+ *
+ * Bytes are searched, each chunk once from where the last search stopped, and a line's pieces are
+ * joined only when its newline arrives: linear in the input. A line is given up as soon as it grows
+ * past `maxBytes`, so a small gzip of one endless line costs at most that much memory. "\n" never
+ * occurs inside a multi-byte UTF-8 sequence, so splitting bytes there splits no character.
  */
-async function* dumpLines(input: Readable): AsyncGenerator<string> {
-  input.setEncoding('utf8')
-  let rest = ''
-  for await (const chunk of input as AsyncIterable<string>) {
-    rest += chunk
+async function* dumpLines(input: Readable, maxBytes = MAX_LINE_BYTES): AsyncGenerator<string> {
+  let pieces: Buffer[] = []
+  let pending = 0
+  for await (const chunk of input as AsyncIterable<Buffer>) {
     let start = 0
-    for (let end = rest.indexOf('\n'); end !== -1; end = rest.indexOf('\n', start)) {
-      yield withoutCr(rest.slice(start, end))
+    for (let end = chunk.indexOf(0x0a); end !== -1; end = chunk.indexOf(0x0a, start)) {
+      if (pending + end - start > maxBytes) throw new LineTooLong()
+      pieces.push(chunk.subarray(start, end))
+      const line = pieces.length === 1 ? (pieces[0] as Buffer) : Buffer.concat(pieces, pending + end - start)
+      pieces = []
+      pending = 0
       start = end + 1
+      yield withoutCr(line.toString('utf8'))
     }
-    rest = rest.slice(start)
+    if (start < chunk.length) {
+      pending += chunk.length - start
+      if (pending > maxBytes) throw new LineTooLong()
+      pieces.push(chunk.subarray(start))
+    }
   }
-  if (rest !== '') yield withoutCr(rest)
+  if (pending > 0) yield withoutCr(Buffer.concat(pieces, pending).toString('utf8'))
 }
 
 function withoutCr(line: string): string {
   return line.endsWith('\r') ? line.slice(0, -1) : line
 }
 
+/**
+ * Loads `path` into `database`. The schema is created first (migrations commit on their own, so a
+ * refused load can leave an empty, migrated database); then every row goes in inside one transaction
+ * that commits only after the trailer's counts and checksums matched. A database holding data is
+ * refused before anything is written.
+ */
 export async function loadDump(
   database: Database,
   path: string,
@@ -164,6 +181,12 @@ export async function loadDump(
       lineNumber++
       return value
     } catch (err) {
+      if (err instanceof LineTooLong) {
+        throw new LoadError(
+          `longer than ${MAX_LINE_BYTES / (1024 * 1024)} MiB, the most a dump line holds (the file is corrupted, or not a Shiplog dump)`,
+          lineNumber + 1,
+        )
+      }
       throw new LoadError(
         `the dump cannot be read past here (${(err as Error).message}): it is truncated or corrupted`,
         lineNumber + 1,
