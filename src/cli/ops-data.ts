@@ -7,7 +7,7 @@ import { type DatabaseTarget, loadConfig, parseDatabaseUrl, redactUrl } from '..
 import { type Database, openDatabase } from '../db/connect.js'
 import { type CopyProgress, copyDatabase } from '../domain/operations/copy.js'
 import { dumpDatabase } from '../domain/operations/dump.js'
-import { loadDump } from '../domain/operations/load.js'
+import { loadDump, webhookSecretsOpen } from '../domain/operations/load.js'
 import { CliError } from './common.js'
 
 function where(target: DatabaseTarget): string {
@@ -80,6 +80,11 @@ export async function loadCommand(args: string[]): Promise<void> {
     process.stderr.write(
       `loaded ${rows} rows into ${Object.keys(tables).length} tables from ${file} (${header.dialect} dump of ${header.created_at}) in ${seconds(Date.now() - started)} s; checksums match\n`,
     )
+    if (!(await webhookSecretsOpen(database, config.secret))) {
+      process.stderr.write(
+        "note: the dump holds no master secret, and the secret this load runs with does not open its webhook signing secrets: start the servers with SHIPLOG_SECRET set to the source installation's secret, or its webhooks cannot sign and its sessions end\n",
+      )
+    }
   } finally {
     await database.close()
   }

@@ -1,12 +1,14 @@
 // `shiplog dump` and `shiplog load`: exact round trips on the suite's database and across to the
 // other kind and back, and every refusal (truncated, corrupted, newer schema, occupied target)
-// leaving the target unchanged. Both databases.
+// leaving the target unchanged; the master secret never in a dump. Both databases.
 import assert from 'node:assert/strict'
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { test } from 'node:test'
 import { gunzipSync } from 'node:zlib'
+import { parseDatabaseUrl } from '../../src/config.js'
+import { openDatabase } from '../../src/db/connect.js'
 import { SEEDED_BY_MIGRATIONS } from '../../src/domain/operations/load.js'
 import { freshDatabaseUrl } from '../helper.js'
 import {
@@ -50,7 +52,6 @@ test('dump → load round-trips exactly, here and across to the other database a
     'events',
     'deployments',
     'webhooks',
-    'settings',
     'sessions',
   ]) {
     assert.ok((original[table] as { rows: number }).rows > 0, `the dump holds ${table} rows`)
@@ -181,4 +182,49 @@ test('a truncated, corrupted, newer or foreign dump, or an occupied target: one 
   const noOut = await runCli(t, ['dump'], { env: processEnv(source) })
   assert.equal(noOut.code, 2)
   assert.match(noOut.stderr, /--out FILE is required/)
+})
+
+test('a dump never holds the master secret; its load works, and says when the secret it runs with opens no webhook secret', async (t) => {
+  const dir = tempDir(t)
+  const source = await freshDatabaseUrl(t)
+  await fillInstallation(t, source)
+  // fillInstallation keeps a generated secret in settings, as a PostgreSQL installation without
+  // SHIPLOG_SECRET does (and a SQLite one moved from it).
+  const database = openDatabase(parseDatabaseUrl(source))
+  const secret = await database.db
+    .selectFrom('settings')
+    .select('value')
+    .where('name', '=', 'session_secret')
+    .executeTakeFirst()
+    .finally(() => database.close())
+  assert.ok(secret && secret.value.length >= 32, 'the source keeps its secret in the database')
+
+  const out = join(dir, 'no-secret.ndjson')
+  const dumped = await runCli(t, ['dump', '--out', out], { env: processEnv(source) })
+  assert.equal(dumped.code, 0, dumped.stderr)
+  const text = readFileSync(out, 'utf8')
+  assert.ok(!text.includes(secret.value), 'the secret value is nowhere in the dump')
+  assert.ok(!text.includes('"session_secret"'), 'nor its row')
+  assert.ok('settings' in trailerOf(out), 'the settings table is in it all the same')
+
+  // Loaded with the secret the webhooks were sealed with: nothing to say.
+  const same = await freshDatabaseUrl(t)
+  const loaded = await runCli(t, ['load', out], { env: processEnv(same) })
+  assert.equal(loaded.code, 0, loaded.stderr)
+  assert.equal(loaded.stderr.trim().split('\n').length, 1, loaded.stderr)
+  const again = join(dir, 'again.ndjson')
+  assert.equal((await runCli(t, ['dump', '--out', again], { env: processEnv(same) })).code, 0)
+  assert.deepEqual(trailerOf(again), trailerOf(out), 'the load holds what the dump held')
+
+  // Loaded where another secret is set: it loads, and says what to do about the webhooks.
+  const other = await freshDatabaseUrl(t)
+  const elsewhere = await runCli(t, ['load', out], {
+    env: processEnv(other, { SHIPLOG_SECRET: 'another-secret-0123456789abcdef0123456789' }),
+  })
+  assert.equal(elsewhere.code, 0, elsewhere.stderr)
+  assert.match(elsewhere.stderr, /checksums match\n/)
+  assert.match(
+    elsewhere.stderr,
+    /^note: the dump holds no master secret, and the secret this load runs with does not open its webhook signing secrets: start the servers with SHIPLOG_SECRET set to the source installation's secret/m,
+  )
 })
