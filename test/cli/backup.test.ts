@@ -10,6 +10,7 @@ import {
   readdirSync,
   readFileSync,
   rmSync,
+  statSync,
   writeFileSync,
 } from 'node:fs'
 import { tmpdir } from 'node:os'
@@ -216,6 +217,60 @@ test('backup refuses an existing target, an unwritable directory and a full disk
     assert.match(full.stderr, /^shiplog: backup failed: .*\n$/)
   }
   assert.deepEqual(readdirSync(small), [], 'the partial file is removed')
+})
+
+test("the backup is its owner's only from the moment it exists: never group- or other-readable, nor the final file", {
+  timeout: 120_000,
+}, async (t) => {
+  const dir = tempDir(t)
+  const { databaseUrl, path } = await sqliteInstallation(dir)
+  // Big enough that VACUUM INTO writes for a while, so the temporary file is seen many times.
+  const db = new SqliteDatabase(path)
+  db.exec('CREATE TABLE filler (id INTEGER PRIMARY KEY, b BLOB)')
+  const insert = db.prepare('INSERT INTO filler (b) VALUES (randomblob(1048576))')
+  db.transaction(() => {
+    for (let i = 0; i < 160; i++) insert.run()
+  })()
+  db.close()
+  // The usual umask, which leaves new files readable by everyone unless they are created otherwise.
+  const umask = process.umask(0o022)
+  t.after(() => process.umask(umask))
+  const backups = join(dir, 'backups')
+  mkdirSync(backups)
+  const out = join(backups, 'nightly.db')
+  const seen: { name: string; mode: number }[] = []
+  let running = true
+  const watching = (async () => {
+    while (running) {
+      for (const name of readdirSync(backups)) {
+        try {
+          seen.push({ name, mode: statSync(join(backups, name)).mode & 0o777 })
+        } catch {
+          // Renamed or removed between the listing and the stat.
+        }
+      }
+      await new Promise((resolve) => setTimeout(resolve, 1))
+    }
+  })()
+  const backup = await runCli(t, ['backup', '--out', out], {
+    env: processEnv(databaseUrl),
+    timeoutMs: 100_000,
+  })
+  running = false
+  await watching
+  assert.equal(backup.code, 0, backup.stderr)
+  const temporary = seen.filter((s) => s.name.includes('.partial-'))
+  t.diagnostic(
+    `${temporary.length} looks at the temporary file(s), modes ${[...new Set(temporary.map((s) => s.mode.toString(8)))].join(', ')}`,
+  )
+  assert.ok(
+    temporary.length >= 10,
+    `the temporary file was watched while written (${temporary.length} looks)`,
+  )
+  const open = seen.filter((s) => (s.mode & 0o077) !== 0)
+  assert.deepEqual(open.slice(0, 5), [], 'no file in the directory was ever group- or other-accessible')
+  assert.equal(statSync(out).mode & 0o777, 0o600)
+  assert.deepEqual(readdirSync(backups), ['nightly.db'])
 })
 
 test('on PostgreSQL backup explains pg_dump with the connection (password hidden) and points to dump', async (t) => {

@@ -1,4 +1,5 @@
 // The SQLite side of `shiplog backup`: a consistent copy of a live file (VACUUM INTO), then the copy checked and made self-contained.
+import { closeSync, constants, openSync } from 'node:fs'
 import { isBusy, openConnection, StatementCache } from './connection.js'
 
 const BUSY_WAIT_MS = 10_000
@@ -11,8 +12,15 @@ const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve,
  * half-written; it never restarts under load the way the page-by-page backup API does when the
  * source changes. Its connection is SQLite's own, opened and closed by SQLite, so it leaves the
  * locks of any other connection of this process alone.
+ *
+ * The target is created here first, empty and readable by its owner only (it will hold every
+ * account's password hashes and key digests): left to SQLite it would be created 0644 less the
+ * umask and stay so until the backup ends. VACUUM INTO accepts an empty file as its target, and
+ * SQLite gives the journal it may create beside it the same mode. O_EXCL makes it a new inode that
+ * no connection holds a lock on, so closing this descriptor drops no lock.
  */
 export async function vacuumInto(source: string, target: string): Promise<void> {
+  closeSync(openSync(target, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL, 0o600))
   const connection = openConnection(source, 'plain')
   try {
     const vacuum = new StatementCache(connection).statement('VACUUM INTO ?')

@@ -91,7 +91,7 @@ export async function backupSqlite(
     }
     events = check.events
     try {
-      // It holds every account's users and key digests: its owner's only, like the database.
+      // Owner-only from its creation (vacuumInto); 0600 exactly here, whatever the umask took away.
       chmodSync(temporary, 0o600)
       const fd = openSync(temporary, 'r+')
       try {
