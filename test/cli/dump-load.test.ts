@@ -45,15 +45,7 @@ test('dump → load round-trips exactly, here and across to the other database a
   assert.match(String(header.schema), /^\d{4}_\d{2}_\d{2}_\d{4}_/)
   writeFileSync(join(dir, 'first.ndjson'), text)
   const original = trailerOf(join(dir, 'first.ndjson'))
-  for (const table of [
-    'accounts',
-    'users',
-    'api_keys',
-    'events',
-    'deployments',
-    'webhooks',
-    'sessions',
-  ]) {
+  for (const table of ['accounts', 'users', 'api_keys', 'events', 'deployments', 'webhooks', 'sessions']) {
     assert.ok((original[table] as { rows: number }).rows > 0, `the dump holds ${table} rows`)
   }
 
