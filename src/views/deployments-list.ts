@@ -1,9 +1,9 @@
 // The deployments behind one insights figure: version, service, start, finish, duration, outcome,
 // rollback marks and, for measured figures, the value and what it was measured to (cards on a phone).
 import type { ListedDeployment, ListKind } from '../domain/deployments/insights.js'
-import type { Deployment } from '../domain/deployments/rules.js'
+import { clockSkewed, type Deployment, durationMs } from '../domain/deployments/rules.js'
 import type { SessionUser } from '../domain/sessions.js'
-import { formatDuration } from './duration.js'
+import { CLOCK_SKEW, formatDuration } from './duration.js'
 import { html, type SafeHtml } from './html.js'
 import { layout, timeTag } from './layout.js'
 
@@ -125,7 +125,7 @@ export function deploymentsListPage(d: DeploymentsListData): SafeHtml {
       <td>${r.deployment.service}</td>
       <td>${timeTag(r.deployment.startedAt)}</td>
       <td>${r.deployment.finishedAt === null ? '—' : timeTag(r.deployment.finishedAt)}</td>
-      <td class="num">${formatDuration(r.deployment.instant || r.deployment.finishedAt === null ? null : r.deployment.finishedAt - r.deployment.startedAt)}</td>
+      <td class="num">${clockSkewed(r.deployment) ? CLOCK_SKEW : formatDuration(durationMs(r.deployment))}</td>
       <td>${outcomeLabel(r.deployment)} ${marks(r.deployment)}</td>
       ${measured ? html`<td>${measuredTo(r, d.kind)}</td>` : ''}
     </tr>`,

@@ -1,5 +1,12 @@
 // Durations for people: the two largest units that matter ("4 min 12 s", "2 h 5 min", "3 d 4 h"),
 // the second left out when it is zero ("10 min", "1 d").
+import { html } from './html.js'
+
+/**
+ * Shown in place of a duration that would be negative: the end was received "before" the start,
+ * because the clocks of two Shiplog instances disagree (domain/deployments/rules.ts, clockSkewed).
+ */
+export const CLOCK_SKEW = html`<span class="mark clock-skew" title="Its end was received with an earlier time than its start: the clocks of two Shiplog instances disagree. No duration is counted for it.">clock skew</span>`
 
 const SECOND = 1000
 const MINUTE = 60 * SECOND

@@ -96,6 +96,12 @@ function spreadFigure(
     <p class="figure-sum">over ${link(q, kind, plural(spread.count, over.replace(/s$/, ''), over))}</p>`
 }
 
+/** Deployments a figure left out because their value would be negative (clocks that disagree). */
+function skewNote(skewed: number): SafeHtml | string {
+  if (skewed === 0) return ''
+  return html`<p class="figure-sum">${plural(skewed, 'deployment', 'deployments')} left out: <span class="mark clock-skew">clock skew</span> (an end received with an earlier time than its start)</p>`
+}
+
 function figures(r: InsightsResult): SafeHtml {
   const { metrics: m, query: q } = r
   const days = r.window.days.length
@@ -134,6 +140,7 @@ function figures(r: InsightsResult): SafeHtml {
           : 'Nothing that failed or was rolled back here has been restored yet.',
       )}
       ${unrestored > 0 ? html`<p class="figure-sum">${link(q, 'restore', `${unrestored} not restored yet`)} (not counted)</p>` : ''}
+      ${skewNote(restore.skewed.length)}
     </section>
     <section class="figure" id="figure-duration" aria-labelledby="h-duration">
       <h3 id="h-duration">Deployment duration</h3>
@@ -144,13 +151,16 @@ function figures(r: InsightsResult): SafeHtml {
         'deployments',
         'Nothing finished here with a start and an end (instant deployments, sent only as Deployed or Failed, have no duration).',
       )}
+      ${skewNote(m.duration.skewed.length)}
     </section>
     <section class="figure" id="figure-lead-time" aria-labelledby="h-lead-time">
       <h3 id="h-lead-time">Lead time</h3>
       ${spreadFigure(q, 'lead_time', m.leadTime.spread, 'succeeded deployments', 'Nothing succeeded in this window.')}
       <p class="hint">From the first start of a version in any environment to its success here.</p>
+      ${skewNote(m.leadTime.skewed.length)}
     </section>
-  </div>`
+  </div>
+  <p class="hint" id="spread-rule"><strong>Median</strong>: the middle value when the values are sorted; for an even count, the mean of the two middle values. <strong>p90</strong>: the nearest rank, the value at position ⌈0.9 × n⌉ in ascending order (so always a measured value, with at least 90 % of the values at or below it).</p>`
 }
 
 function charts(r: InsightsResult): SafeHtml {

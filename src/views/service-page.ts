@@ -1,9 +1,10 @@
 // A service's page /services/<service>/: its metadata (editable by admins) and, per environment,
 // the timeline of its deployments with paging.
-import type { Deployment, DeploymentOutcome } from '../domain/deployments/rules.js'
+import { clockSkewed, type Deployment, type DeploymentOutcome } from '../domain/deployments/rules.js'
 import type { ServiceMeta } from '../domain/services.js'
 import type { SessionUser } from '../domain/sessions.js'
 import { servicePath } from './board-page.js'
+import { CLOCK_SKEW } from './duration.js'
 import { html, type SafeHtml } from './html.js'
 import { layout, timeTag } from './layout.js'
 
@@ -105,7 +106,7 @@ function timeline(service: string, s: TimelineSection, index: number): SafeHtml 
           <td><span class="state ${outcome}">${OUTCOME_LABELS[outcome]}</span>${dep.rollback ? html` <span class="mark rollback">rollback</span>` : ''}${dep.rolledBack ? html` <span class="mark rolled-back">rolled back</span>` : ''}${dep.instant ? html` <span class="hint">instant</span>` : ''}</td>
           <td>${timeTag(dep.startedAt)}</td>
           <td>${dep.finishedAt === null ? html`<span class="hint">—</span>` : timeTag(dep.finishedAt)}</td>
-          <td class="num">${durationMs === null ? html`<span class="hint">—</span>` : formatDuration(durationMs)}</td>
+          <td class="num">${clockSkewed(dep) ? CLOCK_SKEW : durationMs === null ? html`<span class="hint">—</span>` : formatDuration(durationMs)}</td>
           <td>${dep.deployer ?? dep.apiKeyName ?? '—'}${dep.deployer && dep.apiKeyName ? html` <span class="hint">(key ${dep.apiKeyName})</span>` : ''}</td>
         </tr>`,
       )}</tbody>

@@ -88,6 +88,7 @@ test('deployments: values of a known history (succeeded, instant failed, stalled
     started_at: new Date(t0).toISOString(),
     finished_at: new Date(t0 + MIN).toISOString(),
     duration_ms: MIN,
+    clock_skew: false,
     rollback: false,
     rolled_back: false,
     deployer: 'ann',

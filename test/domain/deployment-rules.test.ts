@@ -4,9 +4,11 @@ import { test } from 'node:test'
 import type { EventStatus } from '../../src/db/schema.js'
 import { computeMetrics, DAY_MS, firstStartsOf, spreadOf } from '../../src/domain/deployments/metrics.js'
 import {
+  clockSkewed,
   type Deployment,
   type DeploymentEvent,
   deriveDeployments,
+  durationMs,
   latestAt,
   outcomeAt,
   runningAt,
@@ -205,4 +207,54 @@ test('every §6.2 metric of a known week, with what it counted', () => {
   assert.equal(empty.changeFailureRate, null)
   assert.equal(empty.timeToRestore.spread, null)
   assert.equal(empty.deploymentFrequencyPerDay, 0)
+})
+
+test('an end received before its start (clocks of two instances disagree) has no duration, and no negative figure is counted', () => {
+  const events = history([
+    ['api', 'prod', '1.0', 'Deploying', 60],
+    ['api', 'prod', '1.0', 'Deployed', 50], // #1: its end carries an earlier time than its start
+    ['api', 'prod', '1.1', 'Deploying', 100],
+    ['api', 'prod', '1.1', 'Failed', 130], // #3: failed after 30 min
+    ['api', 'prod', '1.1', 'Deployed', 120], // #5: instant, restores #3 "10 min before" it failed
+    ['api', 'staging', '2.0', 'Deploying', 300], // #6: the first start of 2.0
+    ['api', 'prod', '2.0', 'Deployed', 290], // #7: in prod "10 min before" its first start
+  ])
+  const deployments = deriveDeployments(events)
+  const byId = new Map(deployments.map((d) => [d.id, d]))
+  const skewed = byId.get(1) as Deployment
+  assert.equal(skewed.result, 'succeeded')
+  assert.equal(clockSkewed(skewed), true)
+  assert.equal(durationMs(skewed), null)
+  for (const id of [3, 5, 6, 7]) assert.equal(clockSkewed(byId.get(id) as Deployment), false, `#${id}`)
+  assert.equal(durationMs(byId.get(3) as Deployment), 30 * MIN)
+  assert.equal(durationMs(byId.get(5) as Deployment), null, 'instant')
+
+  const window = { environment: 'prod', service: null, from: T0, to: T0 + DAY_MS }
+  const m = computeMetrics(window, deployments, firstStartsOf(deployments))
+  assert.deepEqual(
+    m.succeeded.map((d) => d.id),
+    [1, 5, 7],
+    'it still counts as a success',
+  )
+  assert.deepEqual(m.duration.values, [{ deploymentId: 3, valueMs: 30 * MIN, relatedId: null }])
+  assert.deepEqual(
+    m.duration.skewed.map((d) => d.id),
+    [1],
+  )
+  assert.deepEqual(m.duration.spread, { median: 30 * MIN, p90: 30 * MIN, count: 1 })
+  assert.deepEqual(m.timeToRestore.values, [], 'a restore 10 min before the failure is not a figure')
+  assert.deepEqual(
+    m.timeToRestore.skewed.map((d) => d.id),
+    [3],
+  )
+  assert.deepEqual(m.timeToRestore.unrestored, [], 'it was restored all the same')
+  assert.equal(m.timeToRestore.spread, null)
+  assert.deepEqual(m.leadTime.values, [{ deploymentId: 5, valueMs: 20 * MIN, relatedId: 3 }])
+  assert.deepEqual(
+    m.leadTime.skewed.map((d) => d.id),
+    [1, 7],
+  )
+  for (const figure of [m.duration, m.timeToRestore, m.leadTime]) {
+    for (const v of figure.values) assert.ok(v.valueMs >= 0)
+  }
 })

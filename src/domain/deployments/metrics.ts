@@ -1,6 +1,6 @@
 // The delivery metrics of SPEC §6.2, each with the deployments it counted, so every figure can show
 // its numerator, its denominator and the list behind them. Pure functions over deployments.
-import type { Deployment } from './rules.js'
+import { type Deployment, durationMs } from './rules.js'
 
 export const DAY_MS = 86_400_000
 
@@ -37,9 +37,13 @@ export interface Metrics {
   deploymentFrequencyPerDay: number
   /** (failed + rolled back) ÷ (succeeded + failed); null when nothing finished. */
   changeFailureRate: number | null
-  timeToRestore: { values: Measured[]; unrestored: Deployment[]; spread: Spread | null }
-  duration: { values: Measured[]; spread: Spread | null }
-  leadTime: { values: Measured[]; spread: Spread | null }
+  /**
+   * Each spread is over `values`. `skewed`: deployments whose value would be negative because the
+   * clocks of two instances disagree (an end received "before" its start); left out, never counted.
+   */
+  timeToRestore: { values: Measured[]; unrestored: Deployment[]; skewed: Deployment[]; spread: Spread | null }
+  duration: { values: Measured[]; skewed: Deployment[]; spread: Spread | null }
+  leadTime: { values: Measured[]; skewed: Deployment[]; spread: Spread | null }
 }
 
 /**
@@ -95,10 +99,16 @@ export function computeMetrics(
 
   const restoreValues: Measured[] = []
   const unrestored: Deployment[] = []
+  const restoreSkewed: Deployment[] = []
   for (const d of [...failed, ...rolledBack].sort((a, b) => a.id - b.id)) {
     const restoredBy = nextSuccess(successes.get(d.service) ?? [], d)
     if (!restoredBy || restoredBy.finishedAt === null || d.finishedAt === null) {
       unrestored.push(d)
+      continue
+    }
+    // The next success by arrival, received "before" the failure: the clocks disagree.
+    if (restoredBy.finishedAt < d.finishedAt) {
+      restoreSkewed.push(d)
       continue
     }
     restoreValues.push({
@@ -109,15 +119,24 @@ export function computeMetrics(
   }
 
   const durationValues: Measured[] = []
+  const durationSkewed: Deployment[] = []
   for (const d of counted) {
     if (d.instant || d.finishedAt === null) continue
-    durationValues.push({ deploymentId: d.id, valueMs: d.finishedAt - d.startedAt, relatedId: null })
+    const valueMs = durationMs(d)
+    if (valueMs === null) durationSkewed.push(d)
+    else durationValues.push({ deploymentId: d.id, valueMs, relatedId: null })
   }
 
   const leadValues: Measured[] = []
+  const leadSkewed: Deployment[] = []
   for (const d of succeeded) {
     const first = firstStarts.get(firstStartKey(d.service, d.version))
     if (!first || d.finishedAt === null) continue
+    // The first start of the version received "after" this success: the clocks disagree.
+    if (d.finishedAt < first.startedAt) {
+      leadSkewed.push(d)
+      continue
+    }
     leadValues.push({ deploymentId: d.id, valueMs: d.finishedAt - first.startedAt, relatedId: first.id })
   }
 
@@ -132,10 +151,15 @@ export function computeMetrics(
     timeToRestore: {
       values: restoreValues,
       unrestored,
+      skewed: restoreSkewed,
       spread: spreadOf(restoreValues.map((v) => v.valueMs)),
     },
-    duration: { values: durationValues, spread: spreadOf(durationValues.map((v) => v.valueMs)) },
-    leadTime: { values: leadValues, spread: spreadOf(leadValues.map((v) => v.valueMs)) },
+    duration: {
+      values: durationValues,
+      skewed: durationSkewed,
+      spread: spreadOf(durationValues.map((v) => v.valueMs)),
+    },
+    leadTime: { values: leadValues, skewed: leadSkewed, spread: spreadOf(leadValues.map((v) => v.valueMs)) },
   }
 }
 

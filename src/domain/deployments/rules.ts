@@ -165,9 +165,21 @@ export function outcomeAt(deployment: Deployment, now: number, stallMs: number):
   return now - deployment.startedAt > stallMs ? 'stalled' : 'in_progress'
 }
 
-/** Duration in milliseconds of a finished deployment that was not instant; null otherwise. */
+/**
+ * Whether a deployment's end carries an earlier time than its start. Times are the receiving
+ * instance's clock: when two instances' clocks disagree, the end can arrive "before" the start.
+ * Such a deployment has no duration (never a negative one), and is shown as "clock skew".
+ */
+export function clockSkewed(deployment: Pick<Deployment, 'startedAt' | 'finishedAt'>): boolean {
+  return deployment.finishedAt !== null && deployment.finishedAt < deployment.startedAt
+}
+
+/**
+ * Duration in milliseconds of a finished deployment that was not instant; null otherwise, and null
+ * when its clocks disagree (clockSkewed).
+ */
 export function durationMs(deployment: Deployment): number | null {
-  if (deployment.finishedAt === null || deployment.instant) return null
+  if (deployment.finishedAt === null || deployment.instant || clockSkewed(deployment)) return null
   return deployment.finishedAt - deployment.startedAt
 }
 

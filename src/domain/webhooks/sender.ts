@@ -251,8 +251,10 @@ export class WebhookSender {
             startedAt: new Date(Number(deployment.started_at)).toISOString(),
             finishedAt: iso(deployment.finished_at),
             result: deployment.result as Outcome | null,
+            // None while open, nor when its end was received "before" its start (clocks that disagree).
             durationSeconds:
-              deployment.finished_at === null
+              deployment.finished_at === null ||
+              Number(deployment.finished_at) < Number(deployment.started_at)
                 ? null
                 : Math.round((Number(deployment.finished_at) - Number(deployment.started_at)) / 1000),
             rollback: Number(deployment.rollback) === 1,

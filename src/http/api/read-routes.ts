@@ -7,6 +7,7 @@ import { DAY_MS, type Spread } from '../../domain/deployments/metrics.js'
 import { boardCells, listDeployments, metricsForWindow } from '../../domain/deployments/queries.js'
 import { environmentsInOrder, hasService, stallMsOf, teamsOf } from '../../domain/deployments/read-queries.js'
 import {
+  clockSkewed,
   type Deployment,
   type DeploymentOutcome,
   durationMs,
@@ -92,9 +93,14 @@ export const DeploymentSchema = Type.Object({
   finished_at: Type.Union([Type.String({ format: 'date-time' }), Type.Null()], {
     examples: ['2026-11-21T22:40:00.123Z'],
   }),
-  duration_ms: Type.Union([Type.Integer(), Type.Null()], {
-    description: 'finished_at − started_at; null while open and for instant deployments.',
+  duration_ms: Type.Union([Type.Integer({ minimum: 0 }), Type.Null()], {
+    description:
+      'finished_at − started_at; null while open, for instant deployments, and when clock_skew is true (never negative).',
     examples: [110123],
+  }),
+  clock_skew: Type.Boolean({
+    description:
+      "Its end was received with an earlier time than its start (two instances' clocks disagree): it has no duration and is left out of duration figures.",
   }),
   rollback: Type.Boolean({ description: 'It brought back a version that had succeeded here before.' }),
   rolled_back: Type.Boolean({ description: 'A later rollback replaced it.' }),
@@ -205,6 +211,7 @@ export function toApiDeployment(
     started_at: iso(d.startedAt),
     finished_at: d.finishedAt === null ? null : iso(d.finishedAt),
     duration_ms: durationMs(d),
+    clock_skew: clockSkewed(d),
     rollback: d.rollback,
     rolled_back: d.rolledBack,
     deployer: d.deployer,
