@@ -329,7 +329,11 @@ export function grafanaRequest(
   const d = input.deployment
   if (input.kind === 'outcome' && d) {
     const time = Date.parse(d.startedAt)
-    const timeEnd = d.finishedAt ? Date.parse(d.finishedAt) : Date.parse(input.event.receivedAt)
+    // Never before its start: an end received "earlier" means two instances' clocks disagree.
+    const timeEnd = Math.max(
+      time,
+      d.finishedAt ? Date.parse(d.finishedAt) : Date.parse(input.event.receivedAt),
+    )
     if (startAnnotationId !== null) {
       return {
         method: 'PATCH',
