@@ -138,6 +138,11 @@ test('every figure shows its numerator, denominator, median and p90', async () =
     textOf(page, 'figure-lead-time'),
     /^Lead time median 1 d 1 h p90 3 d 23 h over 5 succeeded deployments/,
   )
+  // How the spreads are taken, said beside them (the rule is tested in deployment-rules.test.ts).
+  assert.match(
+    textOf(page, 'spread-rule'),
+    /^Median : the middle value .*for an even count, the mean of the two middle values\. p90 : the nearest rank, the value at position ⌈0\.9 × n⌉ in ascending order/,
+  )
   assert.match(page, /Sun 4 Oct 2026/, 'the window is written out')
   assert.match(page, /Thu 1 Oct 2026 – Wed 7 Oct 2026 \(7 days\)/)
 })
