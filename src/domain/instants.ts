@@ -29,9 +29,10 @@ export const LAST_YEAR = 9999
 const MAX_OFFSET_HOURS = 14
 
 const DATE = /^(\d{4})-(\d{2})-(\d{2})$/
-// date [ ("T" | "t" | " ") hh:mm [ :ss [ .fraction ] ] [ zone ] ], zone = Z | ±hh:mm | ±hhmm
+// date [ ("T" | "t") hh:mm [ :ss [ .fraction ] ] [ zone ] ], zone = Z | ±hh:mm | ±hhmm. No space
+// between date and time: in a URL a `+` is a space, and "2026-11-21+10:00" must not become 10:00 UTC.
 const INSTANT =
-  /^(\d{4}-\d{2}-\d{2})(?:[Tt ](\d{2}):(\d{2})(?::(\d{2})(?:\.(\d{1,9}))?)?([Zz]|[+-]\d{2}:?\d{2})?)?$/
+  /^(\d{4}-\d{2}-\d{2})(?:[Tt](\d{2}):(\d{2})(?::(\d{2})(?:\.(\d{1,9}))?)?([Zz]|[+-]\d{2}:?\d{2})?)?$/
 
 /** A real calendar date written YYYY-MM-DD, years 1970–9999 (2026-02-30 is not one). */
 export function parseDate(text: string): CalendarDate | undefined {

@@ -108,9 +108,9 @@ export class ParamReader {
   /**
    * A whole number in [min, max] by the one grammar (domain/whole-numbers.ts): decimal digits, no
    * sign, spaces, exponent or leading zero; a JSON body may give it as a JSON integer instead.
-   * Undefined when absent or empty; `what` completes "<name> must be …" when refused.
+   * Undefined when absent or empty; `what` completes "<label> must be …" when refused.
    */
-  wholeNumber(name: string, min: number, max: number, what: string): number | undefined {
+  wholeNumber(name: string, min: number, max: number, what: string, label = name): number | undefined {
     const raw = Object.hasOwn(this.query, name) ? this.query[name] : undefined
     if (raw === undefined || raw === null || raw === '') return undefined
     if (Array.isArray(raw)) return this.fail(name, `${name} must be given once, not repeated`)
@@ -122,7 +122,7 @@ export class ParamReader {
         : typeof raw === 'string'
           ? parseWholeNumber(raw, min, max)
           : undefined
-    return n ?? this.fail(name, `${name} must be ${what}`)
+    return n ?? this.fail(name, `${label} must be ${what}`)
   }
 
   /** `limit`: a whole number from 1 to `max`. */

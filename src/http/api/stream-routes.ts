@@ -190,8 +190,13 @@ export async function streamRoutes(app: FastifyInstance, options: StreamOptions)
         const query = request.query as Record<string, unknown>
         const params = new ParamReader({ lastEventId: header ?? query.lastEventId })
         const since =
-          params.wholeNumber('lastEventId', 0, MAX_ID, 'an event id: a whole number in decimal digits') ??
-          null
+          params.wholeNumber(
+            'lastEventId',
+            0,
+            MAX_ID,
+            'an event id: a whole number in decimal digits',
+            'Last-Event-ID (or lastEventId)',
+          ) ?? null
         params.check()
 
         const mine = perAccount.get(reader.accountId) ?? 0
