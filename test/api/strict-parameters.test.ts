@@ -5,7 +5,8 @@ import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import { createApiKey } from '../../src/domain/keys.js'
 import { getRetention } from '../../src/domain/operations/retention.js'
-import { buildTestApp, type TestApp } from '../helper.js'
+import { createWebhook } from '../../src/domain/webhooks/queries.js'
+import { buildTestApp, TEST_SECRET, type TestApp } from '../helper.js'
 import { ACCEPTED_INSTANTS, HOSTILE_WHOLE_NUMBERS, REFUSED_INSTANTS } from '../support/parsing-tables.js'
 import {
   type Browser,
@@ -42,13 +43,29 @@ const seeded = sharedFixture(async (cleanup) => {
     scopes: ['read'],
   })
   const { browser } = await userSession(ctx, accountId, 'admin@example.com', 'admin')
-  return { ctx, key, browser }
+  const { webhook } = await createWebhook(
+    ctx.database.db,
+    TEST_SECRET,
+    {
+      accountId,
+      url: 'http://127.0.0.1:9/hook',
+      format: 'json',
+      statuses: ['Deployed'],
+      outcomes: [],
+      environments: [],
+      services: [],
+      grafanaToken: null,
+      createdBy: 'test',
+    },
+    { allowPrivate: true },
+  )
+  return { ctx, key, browser, webhookId: Number(webhook.id) }
 })
 
 type Check = (value: string) => Promise<Response>
 
 /** Every whole-number query parameter: how to send a value, and how its answer names the field. */
-function surfaces(ctx: TestApp, key: string, browser: Browser) {
+function surfaces(ctx: TestApp, key: string, browser: Browser, webhookId: number) {
   const api = (url: string) => ctx.app.inject({ url, headers: { 'x-api-key': key } })
   const post = (payload: string, type?: string) =>
     ctx.app.inject({
@@ -90,12 +107,21 @@ function surfaces(ctx: TestApp, key: string, browser: Browser) {
       (v) => browser.get(`/services/api/?environment=prod&before=${q(v)}`),
     ],
   ]
-  return { json, pages }
+  // The delivery log's refusal is the 400 "Bad page" it always was; the id in a path is a 404.
+  const other: [string, number, Check][] = [
+    [
+      'GET /settings/webhooks/<id>/ before',
+      400,
+      (v) => browser.get(`/settings/webhooks/${webhookId}/?before=${q(v)}`),
+    ],
+    ['GET /settings/webhooks/<id>/', 404, (v) => browser.get(`/settings/webhooks/${q(v)}/`)],
+  ]
+  return { json, pages, other }
 }
 
 test('every whole-number parameter refuses 0x10, 1e1, +5, " 5", 05, 5.0, -0, huge… with a 422 naming it; a plain number is taken', async () => {
-  const { ctx, key, browser } = await seeded()
-  const { json, pages } = surfaces(ctx, key, browser)
+  const { ctx, key, browser, webhookId } = await seeded()
+  const { json, pages, other } = surfaces(ctx, key, browser, webhookId)
   for (const [what, field, send] of json) {
     for (const value of HOSTILE_WHOLE_NUMBERS) {
       const res = await send(value)
@@ -114,6 +140,13 @@ test('every whole-number parameter refuses 0x10, 1e1, +5, " 5", 05, 5.0, -0, hug
     }
     assert.equal((await send('1')).statusCode, 200, `${what} = 1`)
   }
+  for (const [what, status, send] of other) {
+    for (const value of HOSTILE_WHOLE_NUMBERS) {
+      assert.equal((await send(value)).statusCode, status, `${what} = ${JSON.stringify(value)}`)
+    }
+  }
+  assert.equal((await browser.get(`/settings/webhooks/${webhookId}/?before=1`)).statusCode, 200)
+  assert.equal((await browser.get(`/settings/webhooks/${webhookId}/`)).statusCode, 200)
 })
 
 test('POST /get/logs: a JSON limit must be an integer in range; app and env must be JSON strings, as for /deploy', async () => {
