@@ -226,7 +226,8 @@ async function instantEverywhere(ctx: TestApp, key: string, browser: Browser, te
   const events = await api(`/api/v1/events?from=${q}`)
   const board = await browser.get(`/services/?at=${q}`)
   const logs = await browser.get(`/logs/?from=${q}`)
-  for (const res of [services, events, board, logs])
+  const audit = await browser.get(`/settings/audit/?from=${q}`)
+  for (const res of [services, events, board, logs, audit])
     assert.ok([200, 422].includes(res.statusCode), res.payload)
   const csv = linkHref(logs.payload, 'Download CSV')
   return {
@@ -235,6 +236,7 @@ async function instantEverywhere(ctx: TestApp, key: string, browser: Browser, te
       'api events from': events.statusCode === 200,
       'board at': board.statusCode === 200,
       'logs from': logs.statusCode === 200,
+      'audit from': audit.statusCode === 200,
     },
     named: {
       'api services at': services.statusCode === 200 ? (services.json() as { at: string }).at : null,
@@ -244,7 +246,7 @@ async function instantEverywhere(ctx: TestApp, key: string, browser: Browser, te
   }
 }
 
-test('one instant grammar: the board, /api/v1/services, /api/v1/events and /logs/ accept and refuse the same texts, as the same instant', async () => {
+test('one instant grammar: the board, /api/v1/services, /api/v1/events, /logs/ and the audit log accept and refuse the same texts, as the same instant', async () => {
   const { ctx, key, browser } = await seeded()
   const now = Date.now()
   for (const [text, iso] of ACCEPTED_INSTANTS) {
@@ -253,7 +255,13 @@ test('one instant grammar: the board, /api/v1/services, /api/v1/events and /logs
     const seen = await instantEverywhere(ctx, key, browser, text)
     assert.deepEqual(
       seen.accepted,
-      { 'api services at': true, 'api events from': true, 'board at': true, 'logs from': true },
+      {
+        'api services at': true,
+        'api events from': true,
+        'board at': true,
+        'logs from': true,
+        'audit from': true,
+      },
       text,
     )
     assert.deepEqual(seen.named, { 'api services at': iso, 'board at': iso, 'logs from': iso }, text)
@@ -263,7 +271,13 @@ test('one instant grammar: the board, /api/v1/services, /api/v1/events and /logs
     const seen = await instantEverywhere(ctx, key, browser, text)
     assert.deepEqual(
       seen.accepted,
-      { 'api services at': false, 'api events from': false, 'board at': false, 'logs from': false },
+      {
+        'api services at': false,
+        'api events from': false,
+        'board at': false,
+        'logs from': false,
+        'audit from': false,
+      },
       text,
     )
   }
