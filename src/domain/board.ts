@@ -109,21 +109,3 @@ export function boardRows(
   }
   return rows.sort((a, b) => a.service.localeCompare(b.service, 'en') || (a.service < b.service ? -1 : 1))
 }
-
-/**
- * An ISO 8601 instant with a date, a time and a zone (`2026-11-20T14:00:00Z`,
- * `2026-11-20T15:00+01:00`), as the board's `at` takes it; undefined when it is not one.
- */
-export function parseInstant(text: string): number | undefined {
-  const m = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2})(?::(\d{2})(?:\.(\d{1,3}))?)?(Z|[+-]\d{2}:\d{2})$/.exec(
-    text,
-  )
-  if (!m) return undefined
-  const [, y, mo, d, h, mi, s] = m.map(Number) as [number, number, number, number, number, number, number]
-  const day = new Date(Date.UTC(y, mo - 1, d))
-  // Date.UTC rolls 30 February over into March: refuse dates that do not exist.
-  if (day.getUTCFullYear() !== y || day.getUTCMonth() !== mo - 1 || day.getUTCDate() !== d) return undefined
-  if (h > 23 || mi > 59 || (Number.isFinite(s) && s > 59)) return undefined
-  const ms = Date.parse(text)
-  return Number.isNaN(ms) ? undefined : ms
-}

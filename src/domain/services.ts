@@ -9,6 +9,7 @@ import { environmentsOfService, seenEnvironments } from './deployments/queries.j
 import { type DeploymentOutcome, outcomeAt } from './deployments/rules.js'
 import { rowToDeployment } from './deployments/store.js'
 import { hasControlCharacter } from './text-rules.js'
+import { parseWholeNumber } from './whole-numbers.js'
 
 /** Bounds of the stall time setting, in minutes: a minute to a week. */
 export const STALL_MINUTES_MIN = 1
@@ -31,8 +32,10 @@ export async function boardSettings(db: Kysely<DB>, accountId: number): Promise<
 /** The stall time as typed in the form, or the reason it is refused. */
 export function parseStallMinutes(raw: string): { minutes: number } | { error: string } {
   const text = raw.trim()
-  if (!/^\d{1,6}$/.test(text)) return { error: 'Stall time must be a whole number of minutes.' }
-  const minutes = Number(text)
+  // The one grammar of whole numbers (whole-numbers.ts): "1e1", "0x10", "+5" or "010" are refused.
+  const minutes = parseWholeNumber(text, 0, Number.MAX_SAFE_INTEGER)
+  if (minutes === undefined)
+    return { error: 'Stall time must be a whole number of minutes, in decimal digits only.' }
   if (minutes < STALL_MINUTES_MIN || minutes > STALL_MINUTES_MAX) {
     return {
       error: `Stall time must be between ${STALL_MINUTES_MIN} and ${STALL_MINUTES_MAX} minutes (one week).`,

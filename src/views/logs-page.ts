@@ -2,6 +2,7 @@
 import type { EventRow } from '../db/schema.js'
 import type { FieldError } from '../domain/events/event.js'
 import type { EventFilter } from '../domain/events/queries.js'
+import { readInstant } from '../domain/instants.js'
 import type { SessionUser } from '../domain/sessions.js'
 import { EVENT_STATUSES } from '../domain/text-rules.js'
 import { html, type SafeHtml } from './html.js'
@@ -82,7 +83,8 @@ function timeField(
   at: number | undefined,
   invalid: boolean,
 ) {
-  const zoneless = /^\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d{1,3})?)?)?$/.test(typed)
+  // Typed without a zone (the datetime-local field's own form): shown as typed, by the one grammar.
+  const zoneless = readInstant(typed)?.offsetMinutes === undefined
   const value = at === undefined || zoneless ? typed : utcLocalValue(at)
   const utc = at === undefined || zoneless ? '' : new Date(at).toISOString()
   return html`<div class="field"><label for="f-${name}">${label} <span class="zone" data-zone-label>(UTC)</span></label>

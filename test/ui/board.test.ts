@@ -140,9 +140,9 @@ test('a bad or future ?at= is a clear 422 page, never a 500', async (t) => {
     'yesterday',
     '2026-13-01T00:00:00Z',
     '2026-02-30T10:00:00Z',
-    '2026-11-20',
+    // A date alone and a time without zone are UTC, as in the read API (docs/API.md, Instants).
+    '2026-11-20 10:00Z',
     '2026-11-20T25:00Z',
-    '2026-11-20T10:00:00',
     future,
   ]) {
     const res = await admin.get(`/services/?at=${encodeURIComponent(bad)}`)

@@ -6,6 +6,7 @@ import { csvCell } from '../events/export/format.js'
 import { parseTimeBound } from '../events/queries.js'
 import { hasControlCharacter } from '../text-rules.js'
 import { knownZone } from '../time-zones.js'
+import { MAX_ID, parseWholeNumber } from '../whole-numbers.js'
 import { type AuditAction, type AuditDetail, isAuditAction } from './log.js'
 
 export const AUDIT_PAGE_SIZE = 50
@@ -87,9 +88,11 @@ export function parseAuditQuery(query: Record<string, unknown>): AuditQuery {
     errors.push({ field: 'to', message: 'to must not be before from' })
   }
   const out: AuditQuery = { filter, errors }
+  // The number untrimmed, by the one grammar (whole-numbers.ts): " 5" is refused like "+5".
   if (values.before !== undefined) {
-    if (/^\d{1,15}$/.test(values.before)) out.before = Number(values.before)
-    else errors.push({ field: 'before', message: 'before must be an entry number' })
+    const before = parseWholeNumber(query.before as string, 0, MAX_ID)
+    if (before !== undefined) out.before = before
+    else errors.push({ field: 'before', message: 'before must be an entry number (decimal digits only)' })
   }
   if (zone !== undefined) out.zone = zone
   return out

@@ -3,6 +3,7 @@
 // window's metrics in the viewer's time zone (pure functions, tested without a database).
 import type { Kysely } from 'kysely'
 import type { DB } from '../../db/schema.js'
+import { daysFrom, isDate, parseDate } from '../instants.js'
 import { environmentListing } from '../services.js'
 import { localDate } from '../time-zones.js'
 import { type Day, localDays, startOfLocalDate } from './calendar.js'
@@ -73,11 +74,9 @@ function addDays(date: string, n: number): string {
   return new Date(Date.UTC(y, m - 1, d + n)).toISOString().slice(0, 10)
 }
 
-/** Whether `text` is a real calendar date written YYYY-MM-DD (2026-02-30 is not). */
+/** Whether `text` is a real calendar date written YYYY-MM-DD (2026-02-30 is not): instants.ts. */
 export function isIsoDate(text: string): boolean {
-  if (!/^\d{4}-\d{2}-\d{2}$/.test(text)) return false
-  const at = Date.parse(`${text}T00:00:00Z`)
-  return !Number.isNaN(at) && new Date(at).toISOString().slice(0, 10) === text
+  return isDate(text)
 }
 
 /** The last `range` local days up to and including today, in `zone`. */
@@ -102,7 +101,9 @@ export function windowOf(
 
 /** The whole days between two dates (to − from), for checking a custom window's length. */
 export function daysBetween(fromDate: string, toDate: string): number {
-  return Math.round((Date.parse(`${toDate}T00:00:00Z`) - Date.parse(`${fromDate}T00:00:00Z`)) / 86_400_000)
+  const from = parseDate(fromDate)
+  const to = parseDate(toDate)
+  return from === undefined || to === undefined ? Number.NaN : daysFrom(from, to)
 }
 
 /** One local day of a window: what finished in it, by outcome, and its durations. */

@@ -2,6 +2,7 @@
 import { type Kysely, type RawBuilder, sql } from 'kysely'
 import type { DialectName } from '../../config.js'
 import type { DB, EventRow, EventStatus } from '../../db/schema.js'
+import { instantOf, precisionMs, readInstant } from '../instants.js'
 import {
   canonicalStatus,
   characterCount,
@@ -10,6 +11,7 @@ import {
   STATUS_CHOICES,
 } from '../text-rules.js'
 import { knownZone, zonedToInstant } from '../time-zones.js'
+import { MAX_ID, parseWholeNumber } from '../whole-numbers.js'
 import { type FieldError, LIMITS } from './event.js'
 
 export interface EventFilter {
@@ -72,27 +74,18 @@ function textParameter(
 }
 
 /**
- * Reads a time bound: ISO 8601 with a zone, or a date/date-time without one (as an HTML
- * datetime-local field sends it), taken in `zone` (UTC when none). An upper bound given to the
- * minute or day covers that whole minute or day.
+ * Reads a time bound by the one grammar of instants (instants.ts): a text without a zone (as an
+ * HTML datetime-local field sends it) is taken in `zone` (UTC when none). An upper bound without
+ * zone, written to the day, minute or second, covers that whole day, minute or second.
  */
 export function parseTimeBound(text: string, upper: boolean, zone?: string): number | undefined {
-  const local = /^(\d{4}-\d{2}-\d{2})(?:[T ](\d{2}:\d{2})(?::(\d{2})(?:\.(\d{1,3}))?)?)?$/.exec(text)
-  if (local) {
-    const [, date, hm, sec, ms] = local
-    const iso = `${date}T${hm ?? '00:00'}:${sec ?? '00'}.${(ms ?? '0').padEnd(3, '0')}Z`
-    const wall = Date.parse(iso)
-    // Date.parse rolls 2026-02-30 over into March: only a real calendar date counts.
-    if (Number.isNaN(wall) || new Date(wall).toISOString().slice(0, 10) !== date) return undefined
-    let end = wall
-    if (upper && ms === undefined)
-      end = wall + (sec !== undefined ? 1000 : hm !== undefined ? 60_000 : 86_400_000)
-    const at = (w: number) => (zone === undefined ? w : zonedToInstant(zone, w))
-    return end === wall ? at(wall) : at(end) - 1
+  const read = readInstant(text)
+  if (read === undefined) return undefined
+  const local = (wall: number) => (zone === undefined ? wall : zonedToInstant(zone, wall))
+  if (!upper || read.offsetMinutes !== undefined || read.precision === 'fraction') {
+    return instantOf(read, local)
   }
-  if (!/^\d{4}-\d{2}-\d{2}T/.test(text)) return undefined
-  const at = Date.parse(text)
-  return Number.isNaN(at) ? undefined : at
+  return local(read.wall + precisionMs(read)) - 1
 }
 
 export interface LogsQuery {
@@ -104,8 +97,6 @@ export interface LogsQuery {
   /** Every refused parameter, each named; nothing is listed or downloaded while there are any. */
   errors: FieldError[]
 }
-
-const CURSOR = /^\d{1,15}$/
 
 /**
  * Turns the query string of /logs/ or an export into a filter and a page position, listing every
@@ -155,19 +146,22 @@ export function parseLogsQuery(query: QueryValues, what: 'page' | 'export' = 'pa
   const page: LogsQuery['page'] = { limit: PAGE_SIZE, limitGiven: false }
   // An export reads every page: these mean nothing to it and are ignored there, like unknown ones.
   if (what === 'export') return { filter, page, ...(zone === undefined ? {} : { zone }), errors }
-  for (const name of ['before', 'after'] as const) {
-    const value = text(name, SHORT_TEXT)
-    if (value === undefined) continue
-    if (CURSOR.test(value)) page[name] = Number(value)
-    else errors.push({ field: name, message: `${name} must be an event id (a whole number)` })
+  // Whole numbers by the one grammar (whole-numbers.ts): untrimmed, so " 5" is refused like "+5".
+  const whole = (name: LogsParameter, min: number, max: number, what: string): number | undefined => {
+    const raw = Object.hasOwn(query, name) ? query[name] : undefined
+    if (raw === undefined || raw === '') return undefined
+    const n = typeof raw === 'string' ? parseWholeNumber(raw, min, max) : undefined
+    if (n === undefined) errors.push({ field: name, message: `${name} must be ${what}` })
+    return n
   }
-  const limit = text('limit', SHORT_TEXT)
+  for (const name of ['before', 'after'] as const) {
+    const id = whole(name, 0, MAX_ID, 'an event id (a whole number in decimal digits)')
+    if (id !== undefined) page[name] = id
+  }
+  const limit = whole('limit', 1, MAX_PAGE_SIZE, `a whole number from 1 to ${MAX_PAGE_SIZE}`)
   if (limit !== undefined) {
-    const n = CURSOR.test(limit) ? Number(limit) : Number.NaN
-    if (n >= 1 && n <= MAX_PAGE_SIZE) {
-      page.limit = n
-      page.limitGiven = true
-    } else errors.push({ field: 'limit', message: `limit must be a whole number from 1 to ${MAX_PAGE_SIZE}` })
+    page.limit = limit
+    page.limitGiven = true
   }
   return { filter, page, ...(zone === undefined ? {} : { zone }), errors }
 }

@@ -4,6 +4,7 @@ import type { Kysely } from 'kysely'
 import type { Database, Rows } from '../../db/connect.js'
 import type { DB } from '../../db/schema.js'
 import type { Task, TaskLogger } from '../tasks.js'
+import { parseWholeNumber } from '../whole-numbers.js'
 
 export const DAY_MS = 86_400_000
 /** Longest retention one can set: about 100 years (forever is null). */
@@ -21,9 +22,10 @@ export function parseRetention(raw: string): number | null | { problem: string }
   if (value === 'forever') return null
   // An empty field is a mistake, not a wish to keep everything: deleting is not undone.
   if (value === '') return { problem: 'needs a number of days or "forever"' }
-  if (!/^\d{1,6}$/.test(value))
+  // The one grammar of whole numbers (whole-numbers.ts): "1e1", "0x10", "+5" or "030" are refused.
+  const days = parseWholeNumber(value, 0, Number.MAX_SAFE_INTEGER)
+  if (days === undefined)
     return { problem: `must be a whole number of days or "forever", got "${raw.slice(0, 40)}"` }
-  const days = Number(value)
   if (days < 1 || days > MAX_RETENTION_DAYS)
     return { problem: `must be between 1 and ${MAX_RETENTION_DAYS} days (or "forever"), got ${days}` }
   return days

@@ -10,7 +10,15 @@ import { methodNotAllowed } from '../problem.js'
 import { readBodyOfAnyType } from './ingest.js'
 import { KEY_SECURITY, problemResponses } from './openapi-schemas.js'
 import { type ReadOptions, readerOf, requireReader } from './read-auth.js'
-import { CursorCodec, iso, ParamReader, type RawQuery } from './read-params.js'
+import {
+  bodyAsSent,
+  CursorCodec,
+  iso,
+  keepFieldsAsSent,
+  ParamReader,
+  queryAsSent,
+  type RawQuery,
+} from './read-params.js'
 
 export const GET_LOGS_DEFAULT_LIMIT = 100
 export const GET_LOGS_MAX_LIMIT = 1000
@@ -79,10 +87,9 @@ const GetLogsBody = Type.Object(
 
 const PROBLEMS = problemResponses(400, 401, 403, 413, 422, 429, 503)
 
-/** The query string and, for POST, the body's fields (the body wins). */
+/** The query string and, for POST, the body's fields (the body wins), as sent: never coerced. */
 function fieldsOf(request: FastifyRequest): RawQuery {
-  const body = (request.body ?? {}) as Record<string, unknown>
-  return { ...(request.query as RawQuery), ...body }
+  return { ...queryAsSent(request), ...bodyAsSent(request) }
 }
 
 export async function getRoutes(app: FastifyInstance, options: ReadOptions): Promise<void> {
@@ -96,6 +103,7 @@ export async function getRoutes(app: FastifyInstance, options: ReadOptions): Pro
     // Like POST /put: the body is read whatever its Content-Type says (curl -d labels JSON as a form).
     readBodyOfAnyType(scope)
     await requireReader(scope, options, { sessions: false })
+    keepFieldsAsSent(scope)
 
     const running = async (request: FastifyRequest): Promise<Static<typeof GetAnswer>> => {
       const reader = readerOf(request)

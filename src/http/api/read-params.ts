@@ -1,12 +1,45 @@
 // The read API's query parameters (SPEC §7): each read as text, every bad one listed in one 422,
-// unknown ones ignored; strict ISO 8601 instants, bounded windows and limits, opaque cursors.
+// unknown ones ignored; instants and whole numbers by the one grammar of each (domain/instants.ts,
+// domain/whole-numbers.ts), bounded windows and limits, opaque cursors.
 import { createHmac, timingSafeEqual } from 'node:crypto'
+import type { FastifyInstance, FastifyRequest } from 'fastify'
 import type { FieldError } from '../../domain/events/event.js'
+import { parseInstant } from '../../domain/instants.js'
 import { characterCount, hasControlCharacter, isWellFormedText } from '../../domain/text-rules.js'
+import { parseWholeNumber } from '../../domain/whole-numbers.js'
 import { HttpProblem } from '../problem.js'
 
-/** The query string as Fastify parsed it (a value it coerced may be a number or boolean). */
+/** Fields as the client sent them: query text, form text, or JSON values of any type. */
 export type RawQuery = Readonly<Record<string, unknown>>
+
+const sent = new WeakMap<FastifyRequest, { query: RawQuery; body: RawQuery }>()
+
+/**
+ * Keeps each request's query and body as sent, for the routes of `scope`. Schema validation
+ * coerces in place (ajv's coerceTypes: "0x10", "1e1" and "+5" become numbers, ["x"], 123 and true
+ * become strings), so the parameters are read from this copy, by the grammars here, instead.
+ */
+export function keepFieldsAsSent(scope: FastifyInstance): void {
+  scope.addHook('preValidation', (request, _reply, done) => {
+    const body = request.body
+    sent.set(request, {
+      query: { ...(request.query as RawQuery) },
+      body:
+        typeof body === 'object' && body !== null && !Array.isArray(body) ? { ...(body as RawQuery) } : {},
+    })
+    done()
+  })
+}
+
+/** The query string as sent (see keepFieldsAsSent). */
+export function queryAsSent(request: FastifyRequest): RawQuery {
+  return sent.get(request)?.query ?? (request.query as RawQuery)
+}
+
+/** The body's fields as sent (see keepFieldsAsSent); none when there is no body. */
+export function bodyAsSent(request: FastifyRequest): RawQuery {
+  return sent.get(request)?.body ?? {}
+}
 
 export const DEFAULT_LIMIT = 100
 export const MAX_LIMIT = 1000
@@ -26,10 +59,9 @@ export class ParamReader {
     const raw = Object.hasOwn(this.query, name) ? this.query[name] : undefined
     if (raw === undefined || raw === null) return undefined
     if (Array.isArray(raw)) return this.fail(name, `${name} must be given once, not repeated`)
-    if (typeof raw !== 'string' && typeof raw !== 'number' && typeof raw !== 'boolean') {
-      return this.fail(name, `${name} must be text`)
-    }
-    const value = String(raw).trim()
+    // A JSON number or boolean is refused like POST /deploy refuses it, not read as its spelling.
+    if (typeof raw !== 'string') return this.fail(name, `${name} must be a string`)
+    const value = raw.trim()
     if (value === '') return undefined
     if (hasControlCharacter(value)) return this.fail(name, `${name} must not contain control characters`)
     if (!isWellFormedText(value)) return this.fail(name, `${name} must be valid Unicode text`)
@@ -56,7 +88,7 @@ export class ParamReader {
     if (at === undefined) {
       return this.fail(
         name,
-        `${name} must be an ISO 8601 date or date-time, e.g. 2026-11-21 or 2026-11-21T14:30:00Z`,
+        `${name} must be an ISO 8601 date or date-time, e.g. 2026-11-21 or 2026-11-21T14:30:00Z (docs/API.md, Instants)`,
       )
     }
     return at
@@ -73,14 +105,31 @@ export class ParamReader {
     return { ...(from === undefined ? {} : { from }), ...(to === undefined ? {} : { to }) }
   }
 
+  /**
+   * A whole number in [min, max] by the one grammar (domain/whole-numbers.ts): decimal digits, no
+   * sign, spaces, exponent or leading zero; a JSON body may give it as a JSON integer instead.
+   * Undefined when absent or empty; `what` completes "<label> must be …" when refused.
+   */
+  wholeNumber(name: string, min: number, max: number, what: string, label = name): number | undefined {
+    const raw = Object.hasOwn(this.query, name) ? this.query[name] : undefined
+    if (raw === undefined || raw === null || raw === '') return undefined
+    if (Array.isArray(raw)) return this.fail(name, `${name} must be given once, not repeated`)
+    const n =
+      typeof raw === 'number'
+        ? Number.isSafeInteger(raw) && raw >= min && raw <= max
+          ? raw
+          : undefined
+        : typeof raw === 'string'
+          ? parseWholeNumber(raw, min, max)
+          : undefined
+    return n ?? this.fail(name, `${label} must be ${what}`)
+  }
+
   /** `limit`: a whole number from 1 to `max`. */
   limit(max = MAX_LIMIT, fallback = DEFAULT_LIMIT): number {
-    const value = this.text('limit')
-    if (value === undefined) return fallback
-    const n = /^\d{1,7}$/.test(value) ? Number(value) : Number.NaN
-    if (n >= 1 && n <= max) return n
-    this.fail('limit', `limit must be a whole number from 1 to ${max}`)
-    return fallback
+    return (
+      this.wholeNumber('limit', 1, max, `a whole number from 1 to ${max}, in decimal digits only`) ?? fallback
+    )
   }
 
   /** `cursor`: one this API handed out for the same kind of listing (see CursorCodec). */
@@ -133,40 +182,6 @@ function addYears(at: number, years: number): number {
   const d = new Date(at)
   d.setUTCFullYear(d.getUTCFullYear() + years)
   return d.getTime()
-}
-
-const ISO_INSTANT =
-  /^(\d{4})-(\d{2})-(\d{2})(?:T(\d{2}):(\d{2})(?::(\d{2})(?:\.(\d{1,9}))?)?(Z|[+-]\d{2}:?\d{2})?)?$/i
-
-/**
- * A strict ISO 8601 instant: a date (midnight UTC), or a date and time with `Z` or an offset
- * (`+02:00`, `-0500`); a time without either is read as UTC. Fractions beyond milliseconds are cut.
- * Calendar and clock values must exist (no 2026-02-30, no 24:00, no leap second), years 1970–9999.
- */
-export function parseInstant(text: string): number | undefined {
-  const m = ISO_INSTANT.exec(text)
-  if (!m) return undefined
-  const [, y, mo, d, h = '00', mi = '00', s = '00', frac = '', zone] = m
-  const year = Number(y)
-  const month = Number(mo)
-  const day = Number(d)
-  const hour = Number(h)
-  const minute = Number(mi)
-  const second = Number(s)
-  if (year < 1970 || month < 1 || month > 12 || day < 1 || hour > 23 || minute > 59 || second > 59) {
-    return undefined
-  }
-  const ms = Number(frac.slice(0, 3).padEnd(3, '0'))
-  const wall = Date.UTC(year, month - 1, day, hour, minute, second, ms)
-  // Date.UTC rolls 2026-02-30 over into March: only a real calendar date counts.
-  if (new Date(wall).getUTCDate() !== day) return undefined
-  if (zone === undefined || zone.toUpperCase() === 'Z') return wall
-  const offset = /^([+-])(\d{2}):?(\d{2})$/.exec(zone)
-  if (!offset) return undefined
-  const [, sign, oh, om] = offset
-  const minutes = Number(oh) * 60 + Number(om)
-  if (Number(oh) > 14 || Number(om) > 59) return undefined
-  return wall - (sign === '-' ? -1 : 1) * minutes * 60_000
 }
 
 /** Which listing a cursor belongs to, so one listing's cursor is refused by another. */

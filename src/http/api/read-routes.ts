@@ -19,7 +19,15 @@ import { EVENT_STATUSES } from '../../domain/text-rules.js'
 import { HttpProblem, methodNotAllowed } from '../problem.js'
 import { problemResponses, READ_SECURITY } from './openapi-schemas.js'
 import { type ReadOptions, readerOf, requireReader } from './read-auth.js'
-import { CursorCodec, iso, MAX_LIMIT, ParamReader, type RawQuery, windowProblem } from './read-params.js'
+import {
+  CursorCodec,
+  iso,
+  keepFieldsAsSent,
+  MAX_LIMIT,
+  ParamReader,
+  queryAsSent,
+  windowProblem,
+} from './read-params.js'
 
 const OUTCOMES: readonly DeploymentOutcome[] = ['in_progress', 'succeeded', 'failed', 'stalled']
 const OutcomeSchema = Type.Union([
@@ -231,7 +239,7 @@ function spread(s: Spread | null): Static<typeof SpreadSchema> {
 export function nextLink(request: FastifyRequest, cursor: string): string {
   const path = request.url.split('?')[0] ?? '/'
   const params = new URLSearchParams()
-  for (const [name, value] of Object.entries(request.query as RawQuery)) {
+  for (const [name, value] of Object.entries(queryAsSent(request))) {
     if (name === 'cursor' || value === undefined || value === null) continue
     if (Array.isArray(value)) for (const v of value) params.append(name, String(v))
     else params.append(name, String(value))
@@ -256,6 +264,7 @@ export async function readRoutes(app: FastifyInstance, options: ReadOptions): Pr
 
   await app.register(async (scope) => {
     await requireReader(scope, options, { sessions: true })
+    keepFieldsAsSent(scope)
 
     scope.get('/api/v1/events', {
       attachValidation: true,
@@ -270,7 +279,7 @@ export async function readRoutes(app: FastifyInstance, options: ReadOptions): Pr
       },
       handler: async (request, reply) => {
         const reader = readerOf(request)
-        const params = new ParamReader(request.query as RawQuery)
+        const params = new ParamReader(queryAsSent(request))
         const filter: EventFilter = {}
         const service = params.text('service', 100)
         if (service) filter.service = service
@@ -330,7 +339,7 @@ export async function readRoutes(app: FastifyInstance, options: ReadOptions): Pr
       },
       handler: async (request, reply) => {
         const reader = readerOf(request)
-        const params = new ParamReader(request.query as RawQuery)
+        const params = new ParamReader(queryAsSent(request))
         const service = params.text('service', 100)
         const environment = params.text('environment', 100)
         const outcome = params.choice('outcome', OUTCOMES)
@@ -376,7 +385,7 @@ export async function readRoutes(app: FastifyInstance, options: ReadOptions): Pr
       },
       handler: async (request) => {
         const reader = readerOf(request)
-        const params = new ParamReader(request.query as RawQuery)
+        const params = new ParamReader(queryAsSent(request))
         const at = params.instant('at')
         params.check()
         await request.server.shiplog.deployments.current()
@@ -437,7 +446,7 @@ export async function readRoutes(app: FastifyInstance, options: ReadOptions): Pr
       },
       handler: async (request) => {
         const reader = readerOf(request)
-        const params = new ParamReader(request.query as RawQuery)
+        const params = new ParamReader(queryAsSent(request))
         const environmentParam = params.text('environment', 100)
         const service = params.text('service', 100) ?? null
         const window = params.window()

@@ -6,6 +6,7 @@ import { Type } from 'typebox'
 import { stallMsOf } from '../../domain/deployments/read-queries.js'
 import { toPublicEvent } from '../../domain/events/event.js'
 import { type LiveHub, type LiveItem, type LiveListener, MAX_REPLAY } from '../../domain/live/hub.js'
+import { MAX_ID } from '../../domain/whole-numbers.js'
 import { HttpProblem, methodNotAllowed } from '../problem.js'
 import { problemResponses, READ_SECURITY } from './openapi-schemas.js'
 import { type ReadOptions, readerOf, requireReader } from './read-auth.js'
@@ -188,11 +189,15 @@ export async function streamRoutes(app: FastifyInstance, options: StreamOptions)
         const header = request.headers['last-event-id']
         const query = request.query as Record<string, unknown>
         const params = new ParamReader({ lastEventId: header ?? query.lastEventId })
-        const raw = params.text('lastEventId', 40)
-        if (raw !== undefined && !/^\d{1,15}$/.test(raw))
-          params.fail('lastEventId', 'Last-Event-ID (or lastEventId) must be an event id: a whole number')
+        const since =
+          params.wholeNumber(
+            'lastEventId',
+            0,
+            MAX_ID,
+            'an event id: a whole number in decimal digits',
+            'Last-Event-ID (or lastEventId)',
+          ) ?? null
         params.check()
-        const since = raw === undefined ? null : Number(raw)
 
         const mine = perAccount.get(reader.accountId) ?? 0
         if (mine >= config.streamsPerAccount) {

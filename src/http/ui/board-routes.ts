@@ -4,9 +4,10 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import { Type } from 'typebox'
 import { type AuditDetail, recordAudit } from '../../domain/audit/log.js'
-import { boardRows, parseInstant } from '../../domain/board.js'
+import { boardRows } from '../../domain/board.js'
 import { boardCells, serviceTimeline } from '../../domain/deployments/queries.js'
 import { durationMs, outcomeAt } from '../../domain/deployments/rules.js'
+import { parseInstant } from '../../domain/instants.js'
 import {
   boardSettings,
   changeEnvironment,
@@ -23,6 +24,7 @@ import {
   setStallMinutes,
 } from '../../domain/services.js'
 import { type SessionUser, takeFlash } from '../../domain/sessions.js'
+import { MAX_ID, parseWholeNumber } from '../../domain/whole-numbers.js'
 import { errorPage } from '../../views/auth-pages.js'
 import { boardPage, DOT_NAME_SEGMENT, servicePath } from '../../views/board-page.js'
 import { type ServicePageData, servicePage, type TimelineSection } from '../../views/service-page.js'
@@ -99,7 +101,7 @@ export const boardRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app, ctx
     const user = ctx.requireUser(request, reply)
     if (!user) return reply
     const query = request.query as Record<string, unknown>
-    const atText = single(query, 'at')
+    const atText = single(query, 'at')?.trim()
     const team = (single(query, 'team') ?? '').trim()
     const name = (single(query, 'name') ?? '').trim()
     const now = Date.now()
@@ -108,7 +110,7 @@ export const boardRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app, ctx
       const parsed = parseInstant(atText)
       if (parsed === undefined) {
         throw invalid(
-          'The time "at" must be an ISO 8601 date and time with a zone, such as 2026-11-20T14:00:00Z or 2026-11-20T15:00+01:00.',
+          'The time "at" must be an ISO 8601 date or date and time, such as 2026-11-20, 2026-11-20T14:00:00Z or 2026-11-20T15:00+01:00 (without a zone it is UTC).',
         )
       }
       // The board cannot know the future: refused rather than quietly showing now.
@@ -164,8 +166,8 @@ export const boardRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app, ctx
     const beforeParam = single(query, 'before')
     let before: number | undefined
     if (beforeParam !== undefined && beforeParam !== '') {
-      if (!/^\d{1,15}$/.test(beforeParam)) throw invalid('"before" must be a deployment id (a whole number).')
-      before = Number(beforeParam)
+      before = parseWholeNumber(beforeParam, 0, MAX_ID)
+      if (before === undefined) throw invalid('"before" must be a deployment id (a whole number).')
     }
     await sync()
     if (!(await serviceExists(db, user.accountId, service))) throw noSuchService()

@@ -28,6 +28,7 @@ import { hashedPassword } from '../../domain/passwords.js'
 import { loadBoardSettings } from '../../domain/services.js'
 import { type SessionUser, takeFlash } from '../../domain/sessions.js'
 import { isUserRole, nameProblem } from '../../domain/text-rules.js'
+import { MAX_ID, parseWholeNumber } from '../../domain/whole-numbers.js'
 import { boardSettingsSections } from '../../views/board-settings.js'
 import { retentionSection, type SettingsPageData, settingsPage } from '../../views/settings-page.js'
 import { HttpProblem } from '../problem.js'
@@ -58,8 +59,9 @@ const ID_FORM = { schema: { params: IdParams, body: CsrfOnlyBody } }
 /** The numeric id in the path; anything else is a 404 (there is no such item). */
 function idParam(request: { params: { id: string } }): number {
   const raw = request.params.id
-  if (!/^\d{1,15}$/.test(raw)) throw new HttpProblem(404, 'not-found', 'Not found', 'There is no such item.')
-  return Number(raw)
+  const id = parseWholeNumber(raw, 1, MAX_ID)
+  if (id === undefined) throw new HttpProblem(404, 'not-found', 'Not found', 'There is no such item.')
+  return id
 }
 
 /**

@@ -15,6 +15,7 @@ import {
   redeliver,
   WebhookInputError,
 } from '../../domain/webhooks/queries.js'
+import { MAX_ID, parseWholeNumber } from '../../domain/whole-numbers.js'
 import { deliveryLogPage, webhooksPage } from '../../views/webhooks-page.js'
 import { HttpProblem } from '../problem.js'
 import { auditFrom } from './audit-context.js'
@@ -46,8 +47,9 @@ const notFound = () =>
   new HttpProblem(404, 'not-found', 'No such webhook', 'This account has no such webhook.')
 
 function id(raw: string): number {
-  if (!/^\d{1,15}$/.test(raw)) throw notFound()
-  return Number(raw)
+  const id = parseWholeNumber(raw, 1, MAX_ID)
+  if (id === undefined) throw notFound()
+  return id
 }
 
 const list = (v: string | string[] | undefined): string[] => (Array.isArray(v) ? v : v ? [v] : [])
@@ -190,16 +192,12 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app, c
       const webhook = await getWebhook(db, user.accountId, id(request.params.id))
       if (!webhook) throw notFound()
       const rawBefore = request.query.before
-      if (rawBefore !== undefined && !/^\d{1,15}$/.test(rawBefore)) {
+      const before = rawBefore === undefined ? null : parseWholeNumber(rawBefore, 0, MAX_ID)
+      if (before === undefined) {
         throw new HttpProblem(400, 'bad-request', 'Bad page', 'The page asked for does not exist.')
       }
       const flash = await takeFlash(db, user)
-      const page = await deliveryLog(
-        db,
-        user.accountId,
-        Number(webhook.id),
-        rawBefore === undefined ? null : Number(rawBefore),
-      )
+      const page = await deliveryLog(db, user.accountId, Number(webhook.id), before)
       return ctx.page(
         reply,
         deliveryLogPage({
