@@ -4,6 +4,7 @@
 // with the dead credential gets 401, and streams of credentials still valid go on.
 import assert from 'node:assert/strict'
 import { type TestContext, test } from 'node:test'
+import { setPasswordLogin } from '../../src/domain/identity/provisioning.js'
 import { createApiKey, revokeApiKeyEverywhere } from '../../src/domain/keys.js'
 import { buildTestApp, freshDatabaseUrl, type TestApp } from '../helper.js'
 import { processEnv, runCli } from '../support/processes.js'
@@ -188,4 +189,32 @@ test('changing your own password ends the streams of your other sessions, not th
   assert.equal(res.statusCode, 303, res.payload)
   t.diagnostic(`ended after ${await endedWithin(stream)} ms`)
   await stillLive(ctx, own, '1')
+})
+
+test('turning password login off ends the streams of password sessions', async (t) => {
+  const { ctx, base } = await started(t)
+  const { browser } = await userSession(ctx, ctx.tenant.account.id, 'ada@example.com', 'member')
+  const stream = await sessionStream(t, base, browser)
+  const kept = await readKey(ctx, 'kept')
+  const other = await opened(t, base, { 'x-api-key': kept.key })
+  const changed = await setPasswordLogin(ctx.database.db, ctx.tenant.account.id, false, {
+    actor: { kind: 'cli', id: null, name: 'cli' },
+    address: null,
+  })
+  assert.ok(changed)
+  t.diagnostic(`ended after ${await endedWithin(stream)} ms`)
+  assert.equal(stream.messages.at(-1)?.data.reason, 'session_ended')
+  await stillLive(ctx, other, '1')
+})
+
+test('a session that expires ends its stream', async (t) => {
+  const { ctx, base } = await started(t)
+  const { browser, user } = await userSession(ctx, ctx.tenant.account.id, 'ada@example.com', 'member')
+  const stream = await sessionStream(t, base, browser)
+  await ctx.database.db
+    .updateTable('sessions')
+    .set({ expires_at: Date.now() - 1 })
+    .where('user_id', '=', user.id)
+    .execute()
+  t.diagnostic(`ended after ${await endedWithin(stream)} ms`)
 })
