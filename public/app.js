@@ -229,7 +229,27 @@ if ((liveLogs || liveBoard) && 'EventSource' in window) {
   source.addEventListener('deployment', (message) => {
     if (liveBoard) updateCell(JSON.parse(message.data))
   })
-  source.addEventListener('reset', () => announce('Many events arrived while the page was not listening.'))
+  source.addEventListener('reset', (message) =>
+    announce(
+      JSON.parse(message.data).cause === 'ahead'
+        ? 'The server’s event history changed (restored from a backup?).'
+        : 'Many events arrived while the page was not listening.',
+    ),
+  )
+  // The key or session ended (logged out, password changed, user removed): stop, and say so.
+  source.addEventListener('revoked', () => {
+    source.close()
+    if (!bar) return
+    bar.replaceChildren()
+    const p = document.createElement('p')
+    p.append('Live updates stopped: you are signed out. ')
+    const link = document.createElement('a')
+    link.href = `/login?next=${encodeURIComponent(window.location.pathname + window.location.search)}`
+    link.textContent = 'Sign in again'
+    p.append(link)
+    bar.append(p)
+    bar.hidden = false
+  })
   // Leaving the page closes the stream at once rather than when the browser gets round to it.
   window.addEventListener('pagehide', () => source.close())
 }

@@ -13,6 +13,7 @@ import { eventStoreFor } from './domain/events/store.js'
 import { versionIndexTask } from './domain/events/version-index.js'
 import { EventWriter } from './domain/events/writer.js'
 import { ApiKeyVerifier, KeyUsageRecorder, keyUsageTask } from './domain/keys.js'
+import { CredentialWatch } from './domain/live/credentials.js'
 import { LiveHub } from './domain/live/hub.js'
 import { retentionTask } from './domain/operations/retention.js'
 import { deleteExpiredSessions } from './domain/sessions.js'
@@ -208,7 +209,7 @@ export async function buildApp(options: BuildOptions): Promise<App> {
   }
   await app.register(readRoutes, readOptions)
   await app.register(getRoutes, readOptions)
-  await app.register(streamRoutes, { ...readOptions, hub: live.hub })
+  await app.register(streamRoutes, { ...readOptions, hub: live.hub, credentials: live.credentials })
   await app.register(openApiRoute)
   await app.register(metricsRoute, { metrics, token: config.metricsToken })
   await app.register(uiRoutes, {
@@ -235,12 +236,21 @@ function wireLiveUpdates(
     deployments: DeploymentSync
     resources: AppResources
   },
-): { hub: LiveHub; stopped(): Promise<void> } {
+): { hub: LiveHub; credentials: CredentialWatch; stopped(): Promise<void> } {
   const { config, database, writer, deployments, resources } = parts
   const hub = new LiveHub(database, {
     pollMs: config.streamPollMs,
     onError: (err) => {
       if (!isDatabaseUnavailable(err)) app.log.warn({ err }, 'live updates: could not read new events')
+    },
+  })
+  // Streams end with their key or session: re-checked every 2 s (a change made by another process,
+  // e.g. `shiplog keys revoke` beside a SQLite server), and at once when another instance announces
+  // a revoked key.
+  const credentials = new CredentialWatch(database.db, {
+    intervalMs: 2000,
+    onError: (err) => {
+      if (!isDatabaseUnavailable(err)) app.log.warn({ err }, 'live updates: could not re-check credentials')
     },
   })
   let timer: NodeJS.Timeout | null = null
@@ -276,13 +286,22 @@ function wireLiveUpdates(
           app.log.warn({ err }, 'live updates: could not notify other instances')
       })
   })
-  resources.revocations?.subscribe({ onDerived: () => hub.wake(), onGap: () => hub.wake() })
+  resources.revocations?.subscribe({
+    onDerived: () => hub.wake(),
+    onRevoked: () => void credentials.check(),
+    onGap: () => {
+      hub.wake()
+      void credentials.check()
+    },
+  })
   return {
     hub,
+    credentials,
     async stopped() {
       closing = true
       if (timer) clearTimeout(timer)
       hub.close()
+      credentials.close()
       await deriving
     },
   }
@@ -302,7 +321,7 @@ declare module 'fastify' {
       /** Prometheus instruments; webhooks and live updates feed theirs through its methods. */
       metrics: Metrics
       /** Live streams: `clients()` counts the connected ones. */
-      live: { hub: LiveHub }
+      live: { hub: LiveHub; credentials: CredentialWatch }
       /** Sends queued webhook deliveries (a background task; tests call `runOnce`). */
       webhooks: WebhookSender
     }

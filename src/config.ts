@@ -45,6 +45,8 @@ export interface Config {
   readonly metricsToken: string | null
   /** Live streams (GET /api/v1/stream) one account may hold open at once (429 beyond). */
   readonly streamsPerAccount: number
+  /** Live streams one API key or one session may hold open at once on this process (429 beyond). */
+  readonly streamsPerCredential: number
   /** Live streams this process holds open at once (503 beyond). */
   readonly streamsPerProcess: number
   /** Bytes a live stream may have waiting for a slow client before it is dropped. */
@@ -241,6 +243,14 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Conf
     1,
     100_000,
   )
+  // Below the account's: one key (or one browser) filling the account's share would shut off live
+  // updates for everyone else in it.
+  const streamsPerCredential = parseInteger(
+    'SHIPLOG_STREAMS_PER_CREDENTIAL',
+    env.SHIPLOG_STREAMS_PER_CREDENTIAL ?? '10',
+    1,
+    100_000,
+  )
   const streamsPerProcess = parseInteger(
     'SHIPLOG_STREAMS_PER_PROCESS',
     env.SHIPLOG_STREAMS_PER_PROCESS ?? '1000',
@@ -304,6 +314,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Conf
     deployImage,
     metricsToken,
     streamsPerAccount,
+    streamsPerCredential,
     streamsPerProcess,
     streamBufferBytes,
     streamPollMs,

@@ -41,7 +41,10 @@ export interface SessionsTable {
   expires_at: EpochMs
   /** The result of the last form (notice, new secret) until the next page view, sealed (AES-GCM) with a key from the cookie's token. */
   flash: string | null
-  /** The ID token of a single sign-on session, sent back to the provider at logout; else null. */
+  /**
+   * The ID token of a single sign-on session, sent back to the provider at logout; null for a
+   * session a password opened (what turning password login off ends).
+   */
   id_token: Generated<string | null>
 }
 

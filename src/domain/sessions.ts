@@ -87,6 +87,12 @@ export async function findSession(db: Kysely<DB>, token: string): Promise<Sessio
   }
 }
 
+/** Whether the session (by its id, the token's digest) still exists. */
+export async function sessionExists(db: Kysely<DB>, sessionId: string): Promise<boolean> {
+  const row = await db.selectFrom('sessions').select('id').where('id', '=', sessionId).executeTakeFirst()
+  return row !== undefined
+}
+
 export async function deleteSession(db: Kysely<DB>, sessionId: string): Promise<void> {
   await db.deleteFrom('sessions').where('id', '=', sessionId).execute()
 }

@@ -3,119 +3,12 @@
 // them, another instance on the same PostgreSQL database hears them too, a client that reads
 // nothing is dropped, and closing the server ends the streams.
 import assert from 'node:assert/strict'
-import http from 'node:http'
-import type { AddressInfo } from 'node:net'
 import { type TestContext, test } from 'node:test'
 import { sql } from 'kysely'
-import type { App } from '../../src/app.js'
 import { createApiKey, type KeyScope } from '../../src/domain/keys.js'
-import { buildTestApp, freshDatabaseUrl, type TestApp, testDialect } from '../helper.js'
+import { buildTestApp, freshDatabaseUrl, type TestApp, testConfig, testDialect } from '../helper.js'
+import { listen, openStream, until } from '../support/sse.js'
 import { deploy, userSession } from '../support/ui.js'
-
-interface SseMessage {
-  event: string
-  id: string | undefined
-  data: Record<string, unknown>
-}
-
-interface OpenStream {
-  status: number
-  headers: http.IncomingHttpHeaders
-  messages: SseMessage[]
-  /** Waits until `count` messages arrived (bounded); returns them all. */
-  waitFor(count: number, ms?: number): Promise<SseMessage[]>
-  /** Resolves when the server ended or cut the stream. */
-  ended: Promise<void>
-  response: http.IncomingMessage
-  close(): void
-}
-
-async function listen(app: App): Promise<string> {
-  await app.listen({ port: 0, host: '127.0.0.1' })
-  return `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`
-}
-
-/** Opens the stream with node:http and parses its messages as they come. */
-function openStream(
-  base: string,
-  headers: Record<string, string>,
-  path = '/api/v1/stream',
-): Promise<OpenStream> {
-  return new Promise((resolve, reject) => {
-    const request = http.get(`${base}${path}`, { headers }, (response) => {
-      const messages: SseMessage[] = []
-      const waiters: Array<() => void> = []
-      let buffer = ''
-      let body = ''
-      const ended = new Promise<void>((done) => {
-        response.on('end', done)
-        response.on('close', done)
-        response.on('error', () => done())
-      })
-      response.setEncoding('utf8')
-      response.on('data', (chunk: string) => {
-        if (response.statusCode !== 200) {
-          body += chunk
-          return
-        }
-        buffer += chunk
-        for (let end = buffer.indexOf('\n\n'); end >= 0; end = buffer.indexOf('\n\n')) {
-          const block = buffer.slice(0, end)
-          buffer = buffer.slice(end + 2)
-          let event = 'message'
-          let id: string | undefined
-          let data = ''
-          for (const line of block.split('\n')) {
-            if (line.startsWith('event: ')) event = line.slice(7)
-            else if (line.startsWith('id: ')) id = line.slice(4)
-            else if (line.startsWith('data: ')) data += line.slice(6)
-          }
-          if (data !== '') messages.push({ event, id, data: JSON.parse(data) as Record<string, unknown> })
-        }
-        for (const w of waiters.splice(0)) w()
-      })
-      const stream: OpenStream = {
-        status: response.statusCode ?? 0,
-        headers: response.headers,
-        messages,
-        ended,
-        response,
-        close: () => request.destroy(),
-        waitFor: async (count, ms = 5000) => {
-          const deadline = Date.now() + ms
-          while (messages.length < count) {
-            const left = deadline - Date.now()
-            if (left <= 0)
-              assert.fail(`expected ${count} messages within ${ms} ms, got ${JSON.stringify(messages)}`)
-            await new Promise<void>((wake) => {
-              const timer = setTimeout(wake, left)
-              waiters.push(() => {
-                clearTimeout(timer)
-                wake()
-              })
-            })
-          }
-          return messages
-        },
-      }
-      if (response.statusCode !== 200) {
-        response.on('end', () => {
-          Object.assign(stream, { body })
-          resolve(stream)
-        })
-      } else resolve(stream)
-    })
-    request.on('error', reject)
-  })
-}
-
-async function until(condition: () => boolean, ms = 3000): Promise<void> {
-  const deadline = Date.now() + ms
-  while (!condition()) {
-    assert.ok(Date.now() < deadline, `condition not met within ${ms} ms`)
-    await new Promise((resolve) => setTimeout(resolve, 20))
-  }
-}
 
 async function keyWith(ctx: TestApp, scopes: KeyScope[], accountId = ctx.tenant.account.id): Promise<string> {
   const { key } = await createApiKey(ctx.database.db, {
@@ -274,6 +167,33 @@ test('more missed events than a replay sends get a reset message', async (t) => 
   assert.equal(stream.messages[1]?.data.id, next.body.id)
 })
 
+test('a Last-Event-ID above the newest event (a restored backup) gets a reset, then every new event', async (t) => {
+  const { ctx, base, reader } = await started(t)
+  const first = await deploy(ctx.app, ctx.tenant.key, event('1'))
+  await ctx.app.shiplog.deployments.current()
+  // A tab that followed the database before it was restored from an older backup.
+  const ahead = Number(first.body.id) + 500
+  const stream = await openStream(base, { 'x-api-key': reader, 'last-event-id': String(ahead) })
+  t.after(() => stream.close())
+  const [reset] = await stream.waitFor(1)
+  assert.equal(reset?.event, 'reset')
+  assert.match(String(reset?.data.reason), /newest event/)
+  const through = Number(reset?.data.through)
+  assert.ok(through >= Number(first.body.id) && through < ahead, `through ${through}`)
+  assert.equal(reset?.id, String(through), 'the client resumes from here, not from the id it had')
+  const next = await deploy(ctx.app, ctx.tenant.key, event('2'))
+  await stream.waitFor(3)
+  assert.equal(stream.messages[1]?.data.id, next.body.id, 'the next event is sent, not skipped')
+  assert.equal(stream.messages[2]?.id, String(next.body.id))
+  // Resuming from the newest event is no reset: it follows on.
+  const again = await openStream(base, { 'x-api-key': reader, 'last-event-id': String(next.body.id) })
+  t.after(() => again.close())
+  const later = await deploy(ctx.app, ctx.tenant.key, event('3'))
+  const [firstAgain] = await again.waitFor(2)
+  assert.equal(firstAgain?.event, 'event')
+  assert.equal(firstAgain?.data.id, later.body.id)
+})
+
 test('only readers of the account: 401 without credentials, 403 for an ingest key, own events only', async (t) => {
   const { ctx, base, reader } = await started(t)
   const none = await openStream(base, {})
@@ -330,6 +250,44 @@ test('streams per account are capped (429) and a closed stream frees its place',
   assert.equal(c.status, 200)
   b.close()
   c.close()
+})
+
+test('one key or session holds at most its own share of the streams (429); other keys and sessions still connect', async (t) => {
+  assert.equal(testConfig('sqlite::memory:').streamsPerCredential, 10, "the default, below the account's 50")
+  const { ctx, base, reader } = await started(t, {
+    SHIPLOG_STREAMS_PER_CREDENTIAL: '2',
+    SHIPLOG_STREAMS_PER_ACCOUNT: '6',
+  })
+  const streams = [
+    await openStream(base, { 'x-api-key': reader }),
+    await openStream(base, { 'x-api-key': reader }),
+  ]
+  t.after(() => {
+    for (const s of streams) s.close()
+  })
+  const refused = await openStream(base, { 'x-api-key': reader })
+  assert.equal(refused.status, 429)
+  assert.match(String(refused.headers['content-type']), /^application\/problem\+json/)
+  assert.equal(refused.headers['retry-after'], '30')
+  const problem = JSON.parse(refused.body ?? '') as Record<string, unknown>
+  assert.equal(problem.type, 'urn:shiplog:problem:too-many-streams', 'the shape of the account cap')
+  assert.match(String(problem.detail), /This API key already has 2 live streams open/)
+  // The account has room left, for another key and for a browser.
+  const otherKey = await openStream(base, { 'x-api-key': await keyWith(ctx, ['read']) })
+  streams.push(otherKey)
+  assert.equal(otherKey.status, 200)
+  const { browser } = await userSession(ctx, ctx.tenant.account.id, 'member@example.com', 'member')
+  for (const expected of [200, 200, 429]) {
+    const bySession = await openStream(base, { cookie: browser.cookieHeader() })
+    streams.push(bySession)
+    assert.equal(bySession.status, expected)
+  }
+  // A closed stream frees its place for its own key.
+  streams[0]?.close()
+  await until(() => ctx.app.shiplog.live.hub.clients() === 4)
+  const freed = await openStream(base, { 'x-api-key': reader })
+  streams.push(freed)
+  assert.equal(freed.status, 200)
 })
 
 test('a client that reads nothing is dropped once its buffer bound is reached', async (t) => {

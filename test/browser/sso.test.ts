@@ -64,13 +64,16 @@ test('a person signs in with the provider in Chromium, lands on the log, and log
   await page.getByRole('button', { name: 'Turn password login off' }).click()
   await page.getByText('Password login is off: users of Acme now sign in with Test IdP.').waitFor()
 
-  // The owner's password no longer opens Acme, with a page that says what to do.
+  // The owner's password no longer opens Acme: refused like a wrong one (no oracle), with words
+  // that say what to do.
   const other = await openPage(browser)
   await other.page.goto(`${base}/login`)
   await other.page.getByLabel('Email').fill('owner@acme.example')
   await other.page.getByLabel('Password').fill('owner passphrase')
   await other.page.getByRole('button', { name: 'Log in', exact: true }).click()
-  await other.page.getByText('Password login is turned off for Acme.').waitFor()
+  await other.page
+    .getByText('If password login is turned off for your team, use "Sign in with Test IdP" below.')
+    .waitFor()
   assert.equal(pathOf(other.page), '/login')
 
   // Logging out ends Shiplog's session and the provider's (its confirmation page), then comes back.

@@ -15,6 +15,7 @@ import {
   PASSWORD,
   type Response,
   setCookies,
+  unescapeHtml,
 } from '../support/ui.js'
 
 const SHIPLOG = 'http://shiplog.test'
@@ -90,6 +91,13 @@ async function assertRefused(
       'no token in the audit log',
     )
   }
+}
+
+/** The text of the login page's error box. */
+function errorBoxOf(page: string): string {
+  const box = /<div class="error-box" role="alert">([\s\S]*?)<\/div>/.exec(page)?.[1]
+  assert.ok(box, 'the page has an error box')
+  return unescapeHtml(box.replace(/\s+/g, ' ').trim())
 }
 
 /** Runs a sign-in whose ID token is replaced by `forge(original payload)`. */
@@ -458,27 +466,40 @@ test('an admin turns password login off: password sign-in is refused with a clea
   const changed = await auditEntries(w.ctx, 'settings.changed')
   assert.deepEqual(
     changed.map((e) => e.details),
-    [{ setting: 'password_login', value: 'off' }],
+    [{ setting: 'password_login', value: 'off', signed_out: 1 }],
   )
+  // The owner's password session of a moment ago has ended with it.
+  assertRedirect(await owner.get('/settings/'), '/login', 303)
 
   const refused = new Browser(w.ctx.app)
   const page = await refused.get('/login')
   const token = /name="_csrf" value="([^"]+)"/.exec(page.payload)?.[1] ?? ''
   const sessionsBefore = await countRows(w.ctx.database, 'sessions')
   res = await refused.post('/login', { _csrf: token, email: 'owner@acme.example', password: PASSWORD })
-  assert.equal(res.statusCode, 403)
-  assert.match(res.payload, /Password login is turned off for Acme/)
+  const right = { status: res.statusCode, said: errorBoxOf(res.payload) }
   assert.ok(!refused.jar.has('shiplog_session'))
   assert.equal(await countRows(w.ctx.database, 'sessions'), sessionsBefore)
   const failed = await auditEntries(w.ctx, 'login.failed')
+  // The account's admins see why in the audit log; the person at the form is not told.
   assert.deepEqual(failed.at(-1)?.details, { method: 'password', reason: 'password_login_off' })
-  // A wrong password is still just wrong: the setting is not revealed to a guesser.
   res = await refused.post('/login', {
     _csrf: token,
     email: 'owner@acme.example',
     password: 'wrong password',
   })
-  assert.equal(res.statusCode, 401)
+  const wrong = { status: res.statusCode, said: errorBoxOf(res.payload) }
+  // The right password and a wrong one get the same answer: no oracle for a guesser. It still says
+  // plainly that password login may be off, and what to use instead.
+  assert.deepEqual(right, wrong)
+  assert.equal(right.status, 401)
+  assert.match(right.said, /That email and password do not match\./)
+  assert.match(
+    right.said,
+    /If password login is turned off for your team, use "Sign in with Test IdP" below\./,
+  )
+  // An unknown address gets it too.
+  res = await refused.post('/login', { _csrf: token, email: 'nobody@acme.example', password: PASSWORD })
+  assert.deepEqual({ status: res.statusCode, said: errorBoxOf(res.payload) }, wrong)
   // Single sign-on still works, and the admin can turn passwords back on.
   assertRedirect(await signIn(w, new Browser(w.ctx.app), 'owner-idp'), '/logs/', 303)
   res = await admin.submit('/settings/', '/settings/sign-in', { password_login: 'on' })
@@ -515,38 +536,37 @@ test('the Sign-in setting is for admins of their own account, and its forms need
     })
     .execute()
   const bea = await login(w.ctx.app, 'bea@beta.example')
-  assertRedirect(
-    await bea.submit('/settings/', '/settings/sign-in', {
-      password_login: 'off',
-      account: String(w.ctx.tenant.account.id),
-    }),
-    '/settings/',
-    303,
-  )
-  const flags = await db.selectFrom('accounts').select(['name', 'password_login']).orderBy('name').execute()
-  assert.deepEqual(
-    flags.map((a) => [a.name, a.password_login]),
-    [
-      ['Acme', 1],
-      ['Beta', 0],
-    ],
-  )
+  const flagsNow = async () =>
+    (await db.selectFrom('accounts').select(['name', 'password_login']).orderBy('name').execute()).map(
+      (a) => [a.name, a.password_login],
+    )
   // Bad values and missing tokens change nothing.
   assert.equal(
     (await bea.submit('/settings/', '/settings/sign-in', { password_login: 'maybe' })).statusCode,
     400,
   )
-  const forged = await bea.post('/settings/sign-in', { password_login: 'on', _csrf: 'made-up' })
+  const forged = await bea.post('/settings/sign-in', { password_login: 'off', _csrf: 'made-up' })
   assert.equal(forged.statusCode, 403)
   assert.match(forged.payload, /This form has expired/)
-  assert.equal((await bea.post('/settings/sign-in', { password_login: 'on' })).statusCode, 403)
+  assert.equal((await bea.post('/settings/sign-in', { password_login: 'off' })).statusCode, 403)
   assert.equal((await bea.post('/login/oidc', {})).statusCode, 405, 'sign-in starts with a GET only')
-  assert.deepEqual(
-    (await db.selectFrom('accounts').select(['name', 'password_login']).orderBy('name').execute()).map(
-      (a) => a.password_login,
-    ),
-    [1, 0],
+  assert.deepEqual(await flagsNow(), [
+    ['Acme', 1],
+    ['Beta', 1],
+  ])
+  // Bea signed in with her password, so turning it off signs her out as well.
+  assertRedirect(
+    await bea.submit('/settings/', '/settings/sign-in', {
+      password_login: 'off',
+      account: String(w.ctx.tenant.account.id),
+    }),
+    '/login?bye=password-off',
+    303,
   )
+  assert.deepEqual(await flagsNow(), [
+    ['Acme', 1],
+    ['Beta', 0],
+  ])
   assert.equal((await db.selectFrom('oidc_logins').selectAll().execute()).length, 0, 'no login was started')
 })
 

@@ -176,7 +176,18 @@ export async function passwordLoginAllowed(db: Kysely<DB>, accountId: number): P
   return row?.password_login !== 0
 }
 
-/** Turns password login on or off for an account, with its audit entry; false when nothing changed. */
+/** Whether any account of the installation has turned password login off. */
+export async function anyAccountWithoutPasswordLogin(db: Kysely<DB>): Promise<boolean> {
+  const row = await db.selectFrom('accounts').select('id').where('password_login', '=', 0).executeTakeFirst()
+  return row !== undefined
+}
+
+/**
+ * Turns password login on or off for an account, with its audit entry; false when nothing changed.
+ * Turning it off also ends every session of the account's users that a password opened (a session
+ * opened by single sign-on keeps the provider's ID token; one opened with a password has none), so
+ * nobody keeps working, or makes a key, on a password the account no longer accepts.
+ */
 export async function setPasswordLogin(
   db: Kysely<DB>,
   accountId: number,
@@ -191,13 +202,28 @@ export async function setPasswordLogin(
       .where('password_login', '=', allowed ? 0 : 1)
       .executeTakeFirst()
     if (Number(changed.numUpdatedRows) === 0) return false
+    let ended = 0
+    if (!allowed) {
+      const deleted = await trx
+        .deleteFrom('sessions')
+        .where('id_token', 'is', null)
+        .where('user_id', 'in', (eb) =>
+          eb.selectFrom('users').select('users.id').where('users.account_id', '=', accountId),
+        )
+        .executeTakeFirst()
+      ended = Number(deleted.numDeletedRows)
+    }
     await recordAudit(trx, {
       accountId,
       actor: who.actor,
       address: who.address,
       action: 'settings.changed',
       target: 'password login',
-      details: { setting: 'password_login', value: allowed ? 'on' : 'off' },
+      details: {
+        setting: 'password_login',
+        value: allowed ? 'on' : 'off',
+        ...(allowed ? {} : { signed_out: ended }),
+      },
     })
     return true
   })

@@ -12,13 +12,20 @@ export interface LiveItem {
   deployment: Deployment | null
 }
 
+/**
+ * Why a listener is told to reload: it missed more than a replay sends, or it resumed from an id
+ * above every event in the database (restored from a backup, or another database), whose events
+ * it would otherwise never be sent until the ids caught up.
+ */
+export type ResetCause = 'missed' | 'ahead'
+
 /** What a stream hands the hub: its account, and how to take what the hub sends. */
 export interface LiveListener {
   readonly accountId: number
   /** New items in id order; the listener must not throw or block. */
   deliver(items: readonly LiveItem[]): void
-  /** More was missed than a replay sends: the client should reload; `through` is where it resumes. */
-  reset(through: number): void
+  /** The client should reload (see ResetCause); `through` is where it resumes. */
+  reset(through: number, cause: ResetCause): void
 }
 
 /** Most events replayed to a client that resumes; beyond, it is told to reload (`reset`). */
@@ -34,6 +41,15 @@ export async function derivedThrough(db: Kysely<DB>): Promise<number> {
     .where('id', '=', 1)
     .executeTakeFirst()
   return Number(row?.through ?? 0)
+}
+
+/** The highest event id in the database, of any account (0 when there is none). */
+export async function newestEventId(db: Kysely<DB>): Promise<number> {
+  const row = await db
+    .selectFrom('events')
+    .select((eb) => eb.fn.max('id').as('newest'))
+    .executeTakeFirst()
+  return Number(row?.newest ?? 0)
 }
 
 /** An inclusive range of event ids. */
@@ -205,11 +221,19 @@ export class LiveHub {
    * Adds a listener. With `since` (the last event id it saw) it first gets what it missed, or a
    * reset when that is more than MAX_REPLAY events. Resolves once it is live.
    */
-  join(listener: LiveListener, since: number | null): Promise<void> {
+  join(listener: LiveListener, resumeFrom: number | null): Promise<void> {
     return this.#serial(async () => {
       // With nobody listening the hub stopped following: a first stream starts from now.
       if (this.#listeners.size === 0) this.#sent = null
       const through = await this.#sentThrough()
+      let since = resumeFrom
+      // Above `through` is normal (another instance had sent further), but not above every event
+      // there is: those ids came from another history (a restored backup). Following on from them
+      // would skip every new event until the ids caught up.
+      if (since !== null && since > through && since > (await newestEventId(this.database.db))) {
+        listener.reset(through, 'ahead')
+        since = through
+      }
       if (since !== null && since < through) {
         // Events in a gap are not replayed: they go out to every listener once derived.
         const { items: missed, read } = await liveItems(
@@ -220,7 +244,7 @@ export class LiveHub {
           MAX_REPLAY + 1,
           this.#gaps,
         )
-        if (read > MAX_REPLAY) listener.reset(through)
+        if (read > MAX_REPLAY) listener.reset(through, 'missed')
         else if (missed.length > 0) listener.deliver(missed)
       }
       const set = this.#listeners.get(listener.accountId) ?? new Set()

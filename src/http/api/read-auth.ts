@@ -5,6 +5,7 @@ import type { FastifyInstance } from 'fastify'
 import type { Config } from '../../config.js'
 import type { Database } from '../../db/connect.js'
 import type { ApiKeyVerifier, KeyUsageRecorder } from '../../domain/keys.js'
+import type { StreamCredential } from '../../domain/live/credentials.js'
 import { findSession } from '../../domain/sessions.js'
 import { HttpProblem, problems } from '../problem.js'
 import type { RateLimitStore } from '../rate-limit.js'
@@ -27,6 +28,8 @@ export interface ReadOptions {
 export interface Reader {
   accountId: number
   via: 'key' | 'session'
+  /** The key or session itself: a live stream ends when it stops counting. */
+  credential: StreamCredential
 }
 
 declare module 'fastify' {
@@ -67,7 +70,11 @@ export async function requireReader(
           )
         }
         if (user) {
-          request.reader = { accountId: user.accountId, via: 'session' }
+          request.reader = {
+            accountId: user.accountId,
+            via: 'session',
+            credential: { kind: 'session', sessionId: user.sessionId, userId: user.userId },
+          }
           reply.header('cache-control', 'no-store')
           return
         }
@@ -86,7 +93,7 @@ export async function requireReader(
       `make ${options.rateLimitPerMinute} read requests a minute`,
     )
     options.usage.touch(key.id, Date.now())
-    request.reader = { accountId: key.accountId, via: 'key' }
+    request.reader = { accountId: key.accountId, via: 'key', credential: { kind: 'key', keyId: key.id } }
     reply.header('cache-control', 'no-store')
   })
 }

@@ -5,7 +5,20 @@ import type { FastifyInstance } from 'fastify'
 import { Type } from 'typebox'
 import { stallMsOf } from '../../domain/deployments/read-queries.js'
 import { toPublicEvent } from '../../domain/events/event.js'
-import { type LiveHub, type LiveItem, type LiveListener, MAX_REPLAY } from '../../domain/live/hub.js'
+import {
+  type CredentialWatch,
+  credentialLabel,
+  type EndReason,
+  type GuardedStream,
+  type StreamCredential,
+} from '../../domain/live/credentials.js'
+import {
+  type LiveHub,
+  type LiveItem,
+  type LiveListener,
+  MAX_REPLAY,
+  type ResetCause,
+} from '../../domain/live/hub.js'
 import { MAX_ID } from '../../domain/whole-numbers.js'
 import { HttpProblem, methodNotAllowed } from '../problem.js'
 import { problemResponses, READ_SECURITY } from './openapi-schemas.js'
@@ -23,6 +36,22 @@ const RETRY_MS = 2000
 
 export interface StreamOptions extends ReadOptions {
   hub: LiveHub
+  /** Ends streams whose key or session stopped counting. */
+  credentials: CredentialWatch
+}
+
+/** What a `revoked` message tells the client, per reason. */
+const ENDED: Record<EndReason, string> = {
+  key_revoked: 'the API key this stream was opened with is revoked or may no longer read',
+  session_ended:
+    'the session this stream was opened with has ended (logged out, or signed out by a change to the user)',
+}
+
+/** What a `reset` message tells the client, per cause. */
+const RESET: Record<ResetCause, string> = {
+  missed: `more than ${MAX_REPLAY} events were missed; reload, then follow from here`,
+  ahead:
+    'the id resumed from is above the newest event here (the database was restored, or is another one); reload, then follow from here',
 }
 
 /** One SSE message; `data` is one line of JSON. */
@@ -35,7 +64,7 @@ function message(type: string, data: unknown, id?: number): string {
  * deployment holding it; the last of the two carries the id, so a client that resumes from an id
  * has had both.
  */
-class LiveStream implements LiveListener {
+class LiveStream implements LiveListener, GuardedStream {
   #closed = false
   #stall: NodeJS.Timeout | null = null
   readonly #heartbeat: NodeJS.Timeout
@@ -48,6 +77,7 @@ class LiveStream implements LiveListener {
 
   constructor(
     readonly accountId: number,
+    readonly credential: StreamCredential,
     private readonly res: ServerResponse,
     private readonly limits: { stallMs: number; bufferBytes: number },
     private readonly onDrop: (why: string) => void,
@@ -71,18 +101,20 @@ class LiveStream implements LiveListener {
     this.#write(text)
   }
 
-  reset(through: number): void {
-    this.#lastId = Math.max(this.#lastId, through)
-    this.#write(
-      message(
-        'reset',
-        {
-          reason: `more than ${MAX_REPLAY} events were missed; reload, then follow from here`,
-          through,
-        },
-        through,
-      ),
-    )
+  reset(through: number, cause: ResetCause): void {
+    // Ahead: the ids sent before belong to another history; from here on, this database's count.
+    this.#lastId = cause === 'ahead' ? through : Math.max(this.#lastId, through)
+    this.#write(message('reset', { reason: RESET[cause], cause, through }, through))
+  }
+
+  /**
+   * The credential no longer reads: one `revoked` message (no id: Last-Event-ID stays), then the
+   * end. EventSource reconnects, and its reconnect with the dead credential gets 401, which stops it.
+   */
+  revoked(reason: EndReason): void {
+    if (this.#closed) return
+    this.#write(message('revoked', { reason, detail: ENDED[reason] }))
+    this.end()
   }
 
   /** Ends the stream (shutdown): the client's EventSource reconnects elsewhere or later. */
@@ -142,14 +174,17 @@ const StreamQuery = Type.Object(
 )
 
 export async function streamRoutes(app: FastifyInstance, options: StreamOptions): Promise<void> {
-  const { hub, config, database } = options
+  const { hub, credentials, config, database } = options
   const open = new Set<LiveStream>()
   const perAccount = new Map<number, number>()
+  /** Open streams per key or session (credentialLabel): one credential may not take the account's share. */
+  const perCredential = new Map<string, number>()
   methodNotAllowed(app, STREAM_PATH, ['GET', 'HEAD'])
 
   // Streams never finish by themselves: end them before the server waits for its connections.
   app.addHook('preClose', async () => {
     hub.close()
+    credentials.close()
     for (const stream of open) stream.end()
   })
 
@@ -163,8 +198,9 @@ export async function streamRoutes(app: FastifyInstance, options: StreamOptions)
         summary: 'Live events and deployment changes (server-sent events)',
         description: [
           "A `text/event-stream` of the account's new events, each once it is derived, as `event` messages (the event, shaped as in the ingest 201 answer) followed by a `deployment` message (the deployment holding it, shaped as in /api/v1/deployments). The last message of each event carries `id: <event id>` (an event that committed late, with an id below one already sent, carries the highest id sent instead, so `Last-Event-ID` never goes back).",
-          `Resume with the \`Last-Event-ID\` header (EventSource sends it) or \`lastEventId\`: what was missed is sent first, or, beyond ${MAX_REPLAY} events, one \`reset\` message (\`{"reason", "through"}\`): reload, then follow.`,
-          'A comment line every 15 s keeps the connection open. A client that reads too slowly is disconnected. Limits: streams per account (429) and per server (503).',
+          `Resume with the \`Last-Event-ID\` header (EventSource sends it) or \`lastEventId\`: what was missed is sent first, or, beyond ${MAX_REPLAY} events, one \`reset\` message (\`{"reason", "cause": "missed", "through"}\`): reload, then follow. A \`Last-Event-ID\` above every event in the database (it was restored from a backup) gets a \`reset\` too (\`"cause": "ahead"\`), with the id to follow from.`,
+          'A stream lasts as long as its credential: within seconds of the key being revoked or the session ending (logout, password reset or change, user removed, password login turned off), one `revoked` message (`{"reason": "key_revoked" | "session_ended", "detail"}`) is sent and the stream ends; reconnecting with the same credential gets 401.',
+          'A comment line every 15 s keeps the connection open. A client that reads too slowly is disconnected. Limits: streams per key or session and per account (429), and per server (503).',
         ].join('\n\n'),
         security: READ_SECURITY,
         querystring: StreamQuery,
@@ -199,6 +235,18 @@ export async function streamRoutes(app: FastifyInstance, options: StreamOptions)
           ) ?? null
         params.check()
 
+        const label = credentialLabel(reader.credential)
+        const own = perCredential.get(label) ?? 0
+        if (own >= config.streamsPerCredential) {
+          const holder = reader.credential.kind === 'key' ? 'This API key' : 'This session'
+          throw new HttpProblem(
+            429,
+            'too-many-streams',
+            'Too many streams',
+            `${holder} already has ${own} live streams open (the limit is ${config.streamsPerCredential} per key or session); close one first.`,
+            { headers: { 'retry-after': '30' } },
+          )
+        }
         const mine = perAccount.get(reader.accountId) ?? 0
         if (mine >= config.streamsPerAccount) {
           throw new HttpProblem(
@@ -224,6 +272,7 @@ export async function streamRoutes(app: FastifyInstance, options: StreamOptions)
         const res = reply.raw
         const stream = new LiveStream(
           reader.accountId,
+          reader.credential,
           res,
           { stallMs, bufferBytes: config.streamBufferBytes },
           (why) => request.log.warn({ account: reader.accountId }, `live stream dropped: ${why}`),
@@ -231,13 +280,19 @@ export async function streamRoutes(app: FastifyInstance, options: StreamOptions)
         )
         open.add(stream)
         perAccount.set(reader.accountId, mine + 1)
+        perCredential.set(label, own + 1)
+        credentials.add(stream)
         const closed = () => {
           if (!open.delete(stream)) return
           stream.closed()
           hub.leave(stream)
+          credentials.remove(stream)
           const left = (perAccount.get(reader.accountId) ?? 1) - 1
           if (left > 0) perAccount.set(reader.accountId, left)
           else perAccount.delete(reader.accountId)
+          const ownLeft = (perCredential.get(label) ?? 1) - 1
+          if (ownLeft > 0) perCredential.set(label, ownLeft)
+          else perCredential.delete(label)
         }
         res.on('close', closed)
         // Hijacked: the headers set so far (security, rate limits) are written here, not by Fastify.

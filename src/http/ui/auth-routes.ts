@@ -15,7 +15,11 @@ import {
 } from '../../domain/accounts.js'
 import { recordAudit } from '../../domain/audit/log.js'
 import { ssoClientFor } from '../../domain/identity/oidc-client.js'
-import { passwordLoginAllowed, sessionIdToken } from '../../domain/identity/provisioning.js'
+import {
+  anyAccountWithoutPasswordLogin,
+  passwordLoginAllowed,
+  sessionIdToken,
+} from '../../domain/identity/provisioning.js'
 import { hashedPassword, hashPassword, passwordProblem, verifyPassword } from '../../domain/passwords.js'
 import { createSession, deleteSession, deleteUserSessions } from '../../domain/sessions.js'
 import { loginPage, logoutPage, passwordPage, setupPage } from '../../views/auth-pages.js'
@@ -63,6 +67,17 @@ export const authRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app, ctx)
   // Single sign-on (src/http/ui/sso-routes.ts): the login page offers it when configured.
   const sso = ssoClientFor(ctx.config)
   const ssoButton = sso ? { sso: { name: sso.settings.name } } : {}
+
+  /**
+   * What every failed password login says, whatever failed (unknown address, wrong password, or a
+   * right one where password login is off): the same words for all, which depend on the
+   * installation only, never on the address or the password typed.
+   */
+  const loginFailure = async (): Promise<string> => {
+    const offSomewhere = sso !== null || (await anyAccountWithoutPasswordLogin(db))
+    if (!offSomewhere) return 'That email and password do not match.'
+    return `That email and password do not match. If password login is turned off for your team, ${sso ? `use "Sign in with ${sso.settings.name}" below` : 'ask your administrator how to sign in'}.`
+  }
 
   /** False (and a 429 page already sent) when the address or the client has tried too often. */
   const withinLoginLimits = async (
@@ -147,7 +162,12 @@ export const authRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app, ctx)
     if (request.user) return reply.redirect('/logs/', 303)
     if ((await countUsers(db)) === 0) return reply.redirect('/setup', 303)
     const next = safeNext(request.query.next)
-    const notice = request.query.bye === '1' ? 'You are logged out.' : undefined
+    const notice =
+      request.query.bye === '1'
+        ? 'You are logged out.'
+        : request.query.bye === 'password-off'
+          ? `Password login is now off for your team, and every session opened with a password has ended.${sso ? ` Sign in with ${sso.settings.name}.` : ''}`
+          : undefined
     return ctx.page(
       reply,
       loginPage({
@@ -194,36 +214,30 @@ export const authRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app, ctx)
       if (await verifyPassword(password, candidate.password_hash)) matched.push(candidate)
     }
     if (candidates.length === 0) await verifyPassword(password, await decoyHash)
-    // An account that turned password login off takes its users by single sign-on only; said only
-    // once the password is right, so the refusal tells nothing to someone guessing.
-    if (matched.length > 0) {
-      const allowed: typeof matched = []
-      for (const candidate of matched) {
-        if (await passwordLoginAllowed(db, candidate.account_id)) allowed.push(candidate)
-      }
-      if (allowed.length === 0) {
-        for (const candidate of matched) {
-          await recordAudit(db, {
-            accountId: candidate.account_id,
-            actor: { kind: 'anonymous', id: null, name: email },
-            address: request.ip,
-            action: 'login.failed',
-            target: email,
-            details: { method: 'password', reason: 'password_login_off' },
-          })
-        }
-        return rerender(
-          [
-            `Password login is turned off for ${matched.map((u) => u.account_name).join(', ')}. ${sso ? `Use "Sign in with ${sso.settings.name}" below.` : 'Ask your administrator.'}`,
-          ],
-          403,
-        )
-      }
-      matched.splice(0, matched.length, ...allowed)
+    // An account that turned password login off takes its users by single sign-on only. A right
+    // password there is refused exactly like a wrong one (same status, same words): anything else
+    // would tell a guesser that the password they tried is right. Its admins see which it was in
+    // the audit log.
+    const allowed: typeof matched = []
+    const refused: typeof matched = []
+    for (const candidate of matched) {
+      if (await passwordLoginAllowed(db, candidate.account_id)) allowed.push(candidate)
+      else refused.push(candidate)
     }
-    const [user, ...others] = matched
+    const [user, ...others] = allowed
     if (!user) {
       request.log.info({ email }, 'login failed')
+      for (const candidate of refused) {
+        await recordAudit(db, {
+          accountId: candidate.account_id,
+          actor: { kind: 'anonymous', id: null, name: email },
+          address: request.ip,
+          action: 'login.failed',
+          target: email,
+          details: { method: 'password', reason: 'password_login_off' },
+        })
+      }
+      const refusedByAccount = new Set(refused.map((r) => r.account_id))
       // One entry for each account the address belongs to (its admins see attempts on their users),
       // or one belonging to no account; the password tried is never written anywhere.
       const failure = {
@@ -231,6 +245,7 @@ export const authRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app, ctx)
         address: request.ip,
       } as const
       for (const candidate of candidates) {
+        if (refusedByAccount.has(candidate.account_id)) continue
         await recordAudit(db, {
           ...failure,
           accountId: candidate.account_id,
@@ -248,13 +263,13 @@ export const authRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app, ctx)
           details: { reason: 'no user with this email' },
         })
       }
-      return rerender(['That email and password do not match.'], 401)
+      return rerender([await loginFailure()], 401)
     }
     if (others.length > 0) {
       return rerender(
         ['This email belongs to several accounts. Choose one, and enter your password again.'],
         200,
-        matched.map((u) => ({ id: u.account_id, name: u.account_name })),
+        allowed.map((u) => ({ id: u.account_id, name: u.account_name })),
       )
     }
     const token = await db.transaction().execute(async (trx) => {

@@ -12,7 +12,7 @@ import {
   setPasswordLogin,
   signInWithProvider,
 } from '../../domain/identity/provisioning.js'
-import { deleteSession, type SessionUser } from '../../domain/sessions.js'
+import { deleteSession, type SessionUser, sessionExists } from '../../domain/sessions.js'
 import type { SafeHtml } from '../../views/html.js'
 import { signInSection, ssoRefusedPage } from '../../views/sso-pages.js'
 import { HttpProblem, methodNotAllowed } from '../problem.js'
@@ -201,6 +201,11 @@ export const ssoRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app, ctx) 
       actor: { kind: 'user', id: user.userId, name: user.email },
       address: request.ip,
     })
+    // An admin who turned it off from a password session ended that session too.
+    if (changed && wanted === 'off' && !(await sessionExists(db, user.sessionId))) {
+      ctx.clearSessionCookie(reply)
+      return reply.redirect('/login?bye=password-off', 303)
+    }
     const notice = !changed
       ? `Password login was already ${wanted}.`
       : wanted === 'off'
