@@ -10,7 +10,7 @@ const AMP = 'a&b"c\'d'
 function input(over: Partial<PayloadInput['event']> = {}, serviceUrl: string | null = null): PayloadInput {
   return {
     deliveryId: 'd1',
-    kind: 'event',
+    kind: 'status',
     event: {
       id: 1,
       service: 'web',
