@@ -25,7 +25,7 @@ function badPathParam(value: string): boolean {
 /** Names of the fields (dotted for nesting) of a parsed body whose text or name holds U+0000. */
 function fieldsWithNul(value: unknown, path: string, depth: number, out: string[]): void {
   if (typeof value === 'string') {
-    if (hasNul(value)) out.push(path)
+    if (hasNul(value)) out.push(path === '' ? '(body)' : path)
     return
   }
   if (depth >= MAX_DEPTH || typeof value !== 'object' || value === null) return
