@@ -31,6 +31,7 @@ import { Metrics, metricsRoute } from './http/metrics.js'
 import { answerClientError, answerFrameworkError, problems, registerProblemHandlers } from './http/problem.js'
 import { MemoryRateLimitStore, type RateLimitStore, RedisRateLimitStore } from './http/rate-limit.js'
 import { API_SECURITY_HEADERS, SECURITY_HEADERS } from './http/security-headers.js'
+import { guardText } from './http/text-guard.js'
 import { uiRoutes } from './http/ui/plugin.js'
 import { PACKAGE_JSON } from './paths.js'
 import type { AppResources } from './resources.js'
@@ -188,6 +189,9 @@ export async function buildApp(options: BuildOptions): Promise<App> {
     }
     done()
   })
+
+  // Before any route: text no route could store (U+0000 on PostgreSQL) never reaches a handler.
+  guardText(app, INGEST_PATHS)
 
   await app.register(healthRoutes, { database })
   await app.register(ingestRoutes, {

@@ -3,7 +3,7 @@ import type { Kysely } from 'kysely'
 import type { Account, DB, User, UserRole } from '../db/schema.js'
 import { withTransaction } from './audit/transaction.js'
 import { type HashedPassword, hashOf } from './passwords.js'
-import { nameProblem } from './text-rules.js'
+import { nameProblem, textProblem } from './text-rules.js'
 
 /** Null when acceptable, else the reason in words. */
 export function accountNameProblem(name: string): string | null {
@@ -19,6 +19,8 @@ export function normaliseEmail(email: string): string {
 
 export function emailProblem(email: string): string | null {
   const e = normaliseEmail(email)
+  const textual = textProblem(e)
+  if (textual) return textual
   if (e.length > 254 || !EMAIL_PATTERN.test(e)) return 'must be an email address'
   return null
 }

@@ -8,7 +8,7 @@ import { type EnvironmentSetting, orderEnvironments } from './deployments/calend
 import { environmentsOfService, seenEnvironments } from './deployments/queries.js'
 import { type DeploymentOutcome, outcomeAt } from './deployments/rules.js'
 import { rowToDeployment } from './deployments/store.js'
-import { hasControlCharacter } from './text-rules.js'
+import { textProblem } from './text-rules.js'
 import { parseWholeNumber } from './whole-numbers.js'
 
 /** Bounds of the stall time setting, in minutes: a minute to a week. */
@@ -247,8 +247,12 @@ export function checkServiceMeta(
   const team = input.team.trim()
   const description = input.description.trim()
   if ([...team].length > 100) errors.push('Team must be at most 100 characters.')
-  if (hasControlCharacter(team)) errors.push('Team must not contain control characters.')
+  const teamProblem = textProblem(team)
+  if (teamProblem) errors.push(`Team ${teamProblem}.`)
   if ([...description].length > 500) errors.push('Description must be at most 500 characters.')
+  // A textarea: its line breaks are kept, every other control character is refused.
+  const descriptionProblem = textProblem(description, { multiline: true })
+  if (descriptionProblem) errors.push(`Description ${descriptionProblem}.`)
   const urls = {
     repositoryUrl: ['Repository', input.repositoryUrl.trim()],
     runbookUrl: ['Runbook', input.runbookUrl.trim()],
@@ -256,7 +260,9 @@ export function checkServiceMeta(
   } as const
   for (const [label, value] of Object.values(urls)) {
     if (value === '') continue
+    const linkProblem = textProblem(value)
     if (value.length > 2000) errors.push(`${label} link must be at most 2000 characters.`)
+    else if (linkProblem) errors.push(`${label} link ${linkProblem}.`)
     else if (!isWebAddress(value)) errors.push(`${label} link must be an http:// or https:// address.`)
   }
   if (errors.length > 0) return { errors }

@@ -60,6 +60,7 @@ export class Metrics {
   readonly #derived: Counter
   readonly #webhooks: Counter<'outcome'>
   readonly #collectFailures: Counter<'collector'>
+  readonly #rateLimited: Counter<'route'>
   #webhookQueueDepth: (() => Promise<number>) | null = null
   #streamClients: (() => number) | null = null
   #deploymentCounts: { at: number; counts: Promise<Record<DeploymentOutcome, number>> } | null = null
@@ -182,6 +183,14 @@ export class Metrics {
         for (const [task, c] of Object.entries(tasks.counters())) this.inc({ task }, c.failures)
       },
     })
+    // Refusals over a limit write nothing else (no audit entry for a sign-in attempt over the
+    // limit), so this is where a flood shows.
+    this.#rateLimited = new Counter({
+      name: 'shiplog_rate_limited_requests_total',
+      help: 'Requests refused with 429 over a rate limit (API keys, sign-in, single sign-on), by route pattern.',
+      labelNames: ['route'],
+      registers,
+    })
     this.#webhooks = new Counter({
       name: 'shiplog_webhook_deliveries_total',
       help: 'Webhook delivery attempts by outcome: delivered, failed (will retry), abandoned, refused (SSRF guard).',
@@ -237,6 +246,7 @@ export class Metrics {
       const route = request.routeOptions.url ?? UNMATCHED_ROUTE
       const method = METHODS.has(request.method) ? request.method : 'OTHER'
       this.#requests.inc({ route, method, status_code: String(reply.statusCode) })
+      if (reply.statusCode === 429) this.#rateLimited.inc({ route })
       // A live stream lasts as long as its client stays: its "latency" would only fill the top bucket.
       if (!LONG_LIVED_ROUTES.has(route)) this.#duration.observe({ route, method }, reply.elapsedTime / 1000)
       done()

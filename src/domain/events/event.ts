@@ -1,13 +1,7 @@
 // Deployment events: validating what callers send and turning stored rows into the public shape.
 import { type Static, Type } from 'typebox'
 import type { EventRow, EventStatus } from '../../db/schema.js'
-import {
-  canonicalStatus,
-  characterCount,
-  hasControlCharacter,
-  isWellFormedText,
-  STATUS_CHOICES,
-} from '../text-rules.js'
+import { canonicalStatus, characterCount, STATUS_CHOICES, textProblem } from '../text-rules.js'
 
 /** A validated event, ready to store. */
 export interface EventInput {
@@ -58,9 +52,9 @@ function checkText(raw: unknown, limit: number, required: boolean): FieldCheck {
   if (typeof raw !== 'string') return { value: null, error: 'must be a string' }
   const value = raw.trim()
   if (value === '') return required ? { value: null, error: 'must not be empty' } : { value: null }
-  if (hasControlCharacter(value)) return { value: null, error: 'must not contain control characters' }
-  // Unpaired UTF-16 surrogates cannot be stored as UTF-8 text, so they are refused like control bytes.
-  if (!isWellFormedText(value)) return { value: null, error: 'must be valid Unicode text' }
+  // The one rule for text (control characters, text-direction overrides, unpaired surrogates).
+  const problem = textProblem(value)
+  if (problem) return { value: null, error: problem }
   if (characterCount(value) > limit) return { value: null, error: `must be at most ${limit} characters` }
   return { value }
 }

@@ -2,6 +2,7 @@
 import { randomBytes } from 'node:crypto'
 import { type Kysely, sql } from 'kysely'
 import type { DB, DeliveryRow, EventStatus, WebhookFormat, WebhookRow } from '../../db/schema.js'
+import { textProblem } from '../text-rules.js'
 import { FORMATS, OUTCOMES, STATUSES } from './rules.js'
 import { sealSecret } from './secrets.js'
 import { checkWebhookUrl } from './ssrf.js'
@@ -30,8 +31,9 @@ function cleanNames(label: string, values: readonly string[]): string[] {
   const out = [...new Set(values.map((v) => v.trim()).filter((v) => v !== ''))]
   if (out.length > MAX_NAMES) throw new WebhookInputError(`at most ${MAX_NAMES} ${label} may be given`)
   for (const v of out) {
-    if (v.length > MAX_NAME_LENGTH || /\p{Cc}/u.test(v))
-      throw new WebhookInputError(`"${v.slice(0, 40)}" is not a valid ${label.replace(/s$/, '')} name`)
+    const problem =
+      v.length > MAX_NAME_LENGTH ? `must be at most ${MAX_NAME_LENGTH} characters` : textProblem(v)
+    if (problem) throw new WebhookInputError(`a ${label.replace(/s$/, '')} name ${problem}`)
   }
   return out
 }
@@ -44,6 +46,8 @@ export async function createWebhook(
   options: { allowPrivate: boolean; now?: number },
 ): Promise<{ webhook: WebhookRow; secret: string }> {
   const url = input.url.trim()
+  const textual = textProblem(url)
+  if (textual) throw new WebhookInputError(`URL refused: the URL ${textual}`)
   const urlProblem = checkWebhookUrl(url, options.allowPrivate)
   if (urlProblem) throw new WebhookInputError(`URL refused: ${urlProblem}`)
   if (!FORMATS.includes(input.format as WebhookFormat)) {

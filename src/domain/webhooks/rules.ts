@@ -286,7 +286,7 @@ export function slackPayload(input: PayloadInput): Record<string, unknown> {
     fields.push({ title: 'Duration', value: durationText(deployment.durationSeconds), short: true })
   }
   const attachment: Record<string, unknown> = {
-    fallback: text,
+    fallback: slackEscape(text),
     color,
     title: slackEscape(text),
     fields,
@@ -308,11 +308,21 @@ export function grafanaTags(input: PayloadInput): string[] {
   return tags
 }
 
+/** Grafana renders an annotation's text as HTML: event values go in as text, never as markup. */
+function htmlEscape(text: string): string {
+  return text
+    .replace(/&/g, '&amp;')
+    .replace(/</g, '&lt;')
+    .replace(/>/g, '&gt;')
+    .replace(/"/g, '&quot;')
+    .replace(/'/g, '&#39;')
+}
+
 function grafanaText(input: PayloadInput): string {
   const { event, deployment } = input
   const end = input.kind === 'outcome' && deployment?.result ? ` (${deployment.result})` : ''
-  const link = input.serviceUrl ? ` <a href="${input.serviceUrl}">Shiplog</a>` : ''
-  return `${event.service} ${event.version} to ${event.environment}${end}${link}`
+  const link = input.serviceUrl ? ` <a href="${htmlEscape(input.serviceUrl)}">Shiplog</a>` : ''
+  return `${htmlEscape(event.service)} ${htmlEscape(event.version)} to ${htmlEscape(event.environment)}${end}${link}`
 }
 
 /**

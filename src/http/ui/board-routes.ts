@@ -24,6 +24,7 @@ import {
   setStallMinutes,
 } from '../../domain/services.js'
 import { type SessionUser, takeFlash } from '../../domain/sessions.js'
+import { textProblem } from '../../domain/text-rules.js'
 import { MAX_ID, parseWholeNumber } from '../../domain/whole-numbers.js'
 import { errorPage } from '../../views/auth-pages.js'
 import { boardPage, DOT_NAME_SEGMENT, servicePath } from '../../views/board-page.js'
@@ -314,6 +315,8 @@ export const boardRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app, ctx
     const environment = request.body.environment ?? ''
     if (!isEnvironmentMove(action))
       return refused(request, reply, user, 'The action must be Up, Down, Hide or Show.')
+    const badName = textProblem(environment)
+    if (badName) return refused(request, reply, user, `The environment name ${badName}.`)
     await sync()
     const changed = await db.transaction().execute(async (trx) => {
       const listed = (l: { all: { name: string; hidden: boolean }[] }) =>

@@ -24,6 +24,12 @@ export const SSO_BROWSER_COOKIE = 'shiplog_oidc'
 const SSO_COOKIE_PATH = '/login/oidc'
 const STARTS_PER_IP = 30
 const STARTS_WINDOW_MS = 15 * 60 * 1000
+/**
+ * Each refused callback writes an audit entry that is never deleted, and anyone can call it, so it
+ * is limited per address like the start (a real sign-in is one start and one callback). Over the
+ * limit the answer is 429 and no entry: shiplog_rate_limited_requests_total counts those.
+ */
+const CALLBACKS_PER_IP = 30
 
 const CSRF = { _csrf: Type.Optional(Type.String({ maxLength: 200 })) }
 const StartQuery = Type.Object({ next: Type.Optional(Type.Unknown()) })
@@ -116,12 +122,17 @@ export const ssoRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app, ctx) 
     return ctx.page(reply, ssoRefusedPage({ title, detail }), statusFor(reason))
   }
 
-  // A GET (the login page links here): it only records a pending login, limited per client.
-  app.get('/login/oidc', { schema: { querystring: StartQuery } }, async (request, reply) => {
+  /** Counts one attempt from this client against `bucket`; over `limit`, a 429 is thrown. */
+  const limitPerAddress = async (
+    request: FastifyRequest,
+    reply: FastifyReply,
+    bucket: string,
+    limit: number,
+  ): Promise<void> => {
     const limited = await checkRateLimit(
       ctx.rateLimitStore,
-      `sso:ip:${request.ip}`,
-      STARTS_PER_IP,
+      `${bucket}:ip:${request.ip}`,
+      limit,
       STARTS_WINDOW_MS,
       (err) => request.log.warn({ err }, 'sign-in rate limit store unavailable'),
     )
@@ -134,6 +145,11 @@ export const ssoRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app, ctx) 
         'Wait a few minutes, then try again.',
       )
     }
+  }
+
+  // A GET (the login page links here): it only records a pending login, limited per client.
+  app.get('/login/oidc', { schema: { querystring: StartQuery } }, async (request, reply) => {
+    await limitPerAddress(request, reply, 'sso', STARTS_PER_IP)
     let started: Awaited<ReturnType<SsoClient['start']>>
     try {
       started = await sso.start(db, {
@@ -153,6 +169,7 @@ export const ssoRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app, ctx) 
   })
 
   app.get('/login/oidc/callback', async (request, reply) => {
+    await limitPerAddress(request, reply, 'sso-callback', CALLBACKS_PER_IP)
     const query = new URLSearchParams(
       request.url.includes('?') ? request.url.slice(request.url.indexOf('?') + 1) : '',
     )

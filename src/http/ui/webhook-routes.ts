@@ -2,9 +2,11 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import { Type } from 'typebox'
+import type { UserRole } from '../../db/schema.js'
 import { recordAudit, webhookDetails, webhookLabel } from '../../domain/audit/log.js'
 import { takeFlash } from '../../domain/sessions.js'
 import { webhookBacklogs } from '../../domain/webhooks/cursor.js'
+import { shownWebhookUrl } from '../../domain/webhooks/mask.js'
 import {
   createWebhook,
   deleteWebhook,
@@ -55,6 +57,14 @@ function id(raw: string): number {
 const list = (v: string | string[] | undefined): string[] => (Array.isArray(v) ? v : v ? [v] : [])
 const commaList = (v: string | undefined): string[] => (v ?? '').split(',')
 
+/**
+ * The webhook as a page may show it to this user: the target's path is its secret (Slack's), so the
+ * full URL never reaches a template (members see the origin, admins a masked path).
+ */
+function forViewer<T extends { url: string }>(webhook: T, user: { role: UserRole }): T {
+  return { ...webhook, url: shownWebhookUrl(webhook.url, user.role) }
+}
+
 export const webhookRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app, ctx) => {
   const { db } = ctx.database
   const { secret: appSecret, webhookAllowPrivate } = ctx.config
@@ -73,7 +83,7 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app, c
       webhooksPage({
         user,
         csrfToken: ctx.csrfToken(request, reply),
-        webhooks,
+        webhooks: webhooks.map((w) => forViewer(w, user)),
         backlogs: await webhookBacklogs(ctx.database, webhooks),
         errors: [],
         ...(flash?.notice ? { notice: flash.notice } : {}),
@@ -113,8 +123,12 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app, c
         return created
       })
       return ctx.redirectWithFlash(reply, user, '/settings/webhooks/', {
-        notice: `The webhook to ${webhook.url} is added.`,
-        secret: { kind: 'key', label: `the webhook to ${webhook.url}`, value: secret },
+        notice: `The webhook to ${shownWebhookUrl(webhook.url, user.role)} is added.`,
+        secret: {
+          kind: 'key',
+          label: `the webhook to ${shownWebhookUrl(webhook.url, user.role)}`,
+          value: secret,
+        },
       })
     } catch (err) {
       if (!(err instanceof WebhookInputError)) throw err
@@ -124,7 +138,7 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app, c
         webhooksPage({
           user,
           csrfToken: ctx.csrfToken(request, reply),
-          webhooks: await listWebhooks(db, user.accountId),
+          webhooks: (await listWebhooks(db, user.accountId)).map((w) => forViewer(w, user)),
           errors: [`${err.message.charAt(0).toUpperCase()}${err.message.slice(1)}.`],
           form: Object.fromEntries(
             Object.entries(form).filter((e): e is [string, string | string[]] => e[1] !== undefined),
@@ -203,7 +217,7 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app, c
         deliveryLogPage({
           user,
           csrfToken: ctx.csrfToken(request, reply),
-          webhook,
+          webhook: forViewer(webhook, user),
           backlog: (await webhookBacklogs(ctx.database, [webhook])).get(Number(webhook.id)) ?? 0,
           ...page,
           ...(flash?.notice ? { notice: flash.notice } : {}),
