@@ -171,8 +171,7 @@ function checkAnswersAgainstDocument(app: App): void {
     return res
   }
   // Only the promise form (one argument) is checked; the callback and chain forms pass through.
-  const wrapped = (...args: unknown[]) =>
-    args.length === 1 ? checked(args[0]) : inject(...args)
+  const wrapped = (...args: unknown[]) => (args.length === 1 ? checked(args[0]) : inject(...args))
   Object.defineProperty(app, 'inject', { value: wrapped, configurable: true, writable: true })
 }
 

@@ -1,9 +1,9 @@
 // Checks an answer against the served OpenAPI document: the operation (method and path template),
 // the status, the content type, the body (ajv, JSON Schema 2020-12) and the declared headers.
 import { brotliDecompressSync, gunzipSync, inflateSync } from 'node:zlib'
+import type { ValidateFunction } from 'ajv/dist/2020.js'
 import { Ajv2020 } from 'ajv/dist/2020.js'
 import addFormatsModule from 'ajv-formats'
-import type { ValidateFunction } from 'ajv/dist/2020.js'
 
 // ajv-formats is CommonJS: under ESM its function arrives as the module's `default` export.
 const addFormats = (addFormatsModule as unknown as { default: (ajv: Ajv2020) => Ajv2020 }).default
@@ -120,17 +120,20 @@ export class OpenApiContract {
     let opKey = method
     if (!operation) {
       // A method the path does not offer: its 405 (with Allow) is declared on the path's operations.
-      if (answer.status !== 405) return [`${answer.method} ${path} answered ${answer.status}: not an operation of the document`]
+      if (answer.status !== 405)
+        return [`${answer.method} ${path} answered ${answer.status}: not an operation of the document`]
       opKey = METHODS.find((m) => item[m]?.responses?.['405']) ?? ''
       operation = item[opKey]
-      if (!operation) return [`${answer.method} ${path} answered 405, but no operation of ${path} declares a 405`]
+      if (!operation)
+        return [`${answer.method} ${path} answered 405, but no operation of ${path} declares a 405`]
     }
     const where = `${answer.method} ${path} → ${answer.status}`
     const responses = operation.responses ?? {}
     const statusKey = [String(answer.status), `${String(answer.status)[0]}XX`, 'default'].find(
       (k) => responses[k] !== undefined,
     )
-    if (statusKey === undefined) return [`${where}: status not declared (declared: ${Object.keys(responses).join(', ')})`]
+    if (statusKey === undefined)
+      return [`${where}: status not declared (declared: ${Object.keys(responses).join(', ')})`]
     const response = responses[statusKey] as Response
     const problems: string[] = []
 
@@ -144,7 +147,16 @@ export class OpenApiContract {
         continue
       }
       if (!header.schema) continue
-      const validate = this.#validator(['paths', path, opKey, 'responses', statusKey, 'headers', name, 'schema'])
+      const validate = this.#validator([
+        'paths',
+        path,
+        opKey,
+        'responses',
+        statusKey,
+        'headers',
+        name,
+        'schema',
+      ])
       if (!validate(headerValue(raw, header.schema)))
         problems.push(`${where}: header ${name}: ${JSON.stringify(raw)} ${this.#errors(validate)}`)
     }
@@ -169,7 +181,16 @@ export class OpenApiContract {
         return [...problems, `${where}: ${contentType} body is not JSON: ${text.slice(0, 200)}`]
       }
     }
-    const validate = this.#validator(['paths', path, opKey, 'responses', statusKey, 'content', contentType, 'schema'])
+    const validate = this.#validator([
+      'paths',
+      path,
+      opKey,
+      'responses',
+      statusKey,
+      'content',
+      contentType,
+      'schema',
+    ])
     if (!validate(value)) problems.push(`${where}: body ${this.#errors(validate)}: ${text.slice(0, 300)}`)
     return problems
   }

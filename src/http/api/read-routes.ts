@@ -253,6 +253,7 @@ export async function readRoutes(app: FastifyInstance, options: ReadOptions): Pr
     scope.get('/api/v1/events', {
       attachValidation: true,
       schema: {
+        operationId: 'listEvents',
         tags: ['read'],
         summary: 'List events, newest first',
         description:
@@ -313,6 +314,7 @@ export async function readRoutes(app: FastifyInstance, options: ReadOptions): Pr
     scope.get('/api/v1/deployments', {
       attachValidation: true,
       schema: {
+        operationId: 'listDeployments',
         tags: ['read'],
         summary: 'List deployments, newest first',
         description:
@@ -359,6 +361,7 @@ export async function readRoutes(app: FastifyInstance, options: ReadOptions): Pr
     scope.get('/api/v1/services', {
       attachValidation: true,
       schema: {
+        operationId: 'getBoard',
         tags: ['read'],
         summary: 'The board: what runs where, now or at an instant',
         description:
@@ -420,6 +423,7 @@ export async function readRoutes(app: FastifyInstance, options: ReadOptions): Pr
     scope.get('/api/v1/metrics', {
       attachValidation: true,
       schema: {
+        operationId: 'getDeliveryMetrics',
         tags: ['read'],
         summary: 'Delivery metrics of one environment over a window',
         description:
