@@ -33,8 +33,6 @@ export interface Answer {
   body: Buffer
 }
 
-const METHODS = ['get', 'put', 'post', 'delete', 'options', 'head', 'patch', 'trace']
-
 /** One segment of a JSON pointer inside a URI fragment (RFC 6901 escapes, then percent-encoding). */
 const pointerSegment = (s: string) => encodeURIComponent(s.replaceAll('~', '~0').replaceAll('/', '~1'))
 
@@ -98,6 +96,13 @@ export class OpenApiContract {
     return validate
   }
 
+  /** The part of the document a JSON pointer (as segments) names. */
+  #at(pointer: string[]): unknown {
+    let node: unknown = this.#doc
+    for (const segment of pointer) node = (node as Record<string, unknown> | undefined)?.[segment]
+    return node
+  }
+
   #errors(validate: ValidateFunction): string {
     return this.#ajv.errorsText(validate.errors, { separator: '; ' })
   }
@@ -116,25 +121,32 @@ export class OpenApiContract {
     const method = answer.method.toLowerCase()
     // HEAD and OPTIONS are answered by the framework for every route; not operations of the API.
     if (method === 'head' || method === 'options') return []
-    let operation = item[method]
-    let opKey = method
-    if (!operation) {
-      // A method the path does not offer: its 405 (with Allow) is declared on the path's operations.
-      if (answer.status !== 405)
-        return [`${answer.method} ${path} answered ${answer.status}: not an operation of the document`]
-      opKey = METHODS.find((m) => item[m]?.responses?.['405']) ?? ''
-      operation = item[opKey]
-      if (!operation)
-        return [`${answer.method} ${path} answered 405, but no operation of ${path} declares a 405`]
-    }
     const where = `${answer.method} ${path} → ${answer.status}`
-    const responses = operation.responses ?? {}
-    const statusKey = [String(answer.status), `${String(answer.status)[0]}XX`, 'default'].find(
-      (k) => responses[k] !== undefined,
-    )
-    if (statusKey === undefined)
-      return [`${where}: status not declared (declared: ${Object.keys(responses).join(', ')})`]
-    const response = responses[statusKey] as Response
+    const operation = item[method]
+    let pointer: string[]
+    if (!operation) {
+      // A method the path does not offer: the document's shared 405 answer, and nothing else.
+      if (answer.status !== 405) return [`${where}: not an operation of the document`]
+      pointer = ['components', 'responses', 'MethodNotAllowed']
+    } else {
+      const responses = operation.responses ?? {}
+      const statusKey = [String(answer.status), `${String(answer.status)[0]}XX`, 'default'].find(
+        (k) => responses[k] !== undefined,
+      )
+      if (statusKey === undefined)
+        return [`${where}: status not declared (declared: ${Object.keys(responses).join(', ')})`]
+      pointer = ['paths', path, method, 'responses', statusKey]
+    }
+    // A response may be a reference to a shared one (#/components/responses/…).
+    let response = this.#at(pointer) as (Response & { $ref?: string }) | undefined
+    if (response?.$ref) {
+      pointer = response.$ref
+        .replace(/^#\//, '')
+        .split('/')
+        .map((s) => s.replaceAll('~1', '/').replaceAll('~0', '~'))
+      response = this.#at(pointer) as (Response & { $ref?: string }) | undefined
+    }
+    if (!response) return [`${where}: the document's response at /${pointer.join('/')} is missing`]
     const problems: string[] = []
 
     const headers = Object.fromEntries(
@@ -147,16 +159,7 @@ export class OpenApiContract {
         continue
       }
       if (!header.schema) continue
-      const validate = this.#validator([
-        'paths',
-        path,
-        opKey,
-        'responses',
-        statusKey,
-        'headers',
-        name,
-        'schema',
-      ])
+      const validate = this.#validator([...pointer, 'headers', name, 'schema'])
       if (!validate(headerValue(raw, header.schema)))
         problems.push(`${where}: header ${name}: ${JSON.stringify(raw)} ${this.#errors(validate)}`)
     }
@@ -181,16 +184,7 @@ export class OpenApiContract {
         return [...problems, `${where}: ${contentType} body is not JSON: ${text.slice(0, 200)}`]
       }
     }
-    const validate = this.#validator([
-      'paths',
-      path,
-      opKey,
-      'responses',
-      statusKey,
-      'content',
-      contentType,
-      'schema',
-    ])
+    const validate = this.#validator([...pointer, 'content', contentType, 'schema'])
     if (!validate(value)) problems.push(`${where}: body ${this.#errors(validate)}: ${text.slice(0, 300)}`)
     return problems
   }

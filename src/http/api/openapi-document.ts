@@ -91,11 +91,25 @@ const INGEST = new Set(['recordEventLegacyQuery', 'recordEventLegacy', 'recordEv
  */
 const OTHER_429 = new Set(['streamEvents'])
 
+/**
+ * The answer to a method a documented path does not offer (src/http/problem.ts methodNotAllowed),
+ * whichever path: shared under components, since it belongs to no operation of the path.
+ */
+export const METHOD_NOT_ALLOWED = 'MethodNotAllowed'
+const methodNotAllowedResponse = (): ResponseObject => ({
+  description: 'Wrong method on a known path; the Allow header lists the right ones.',
+  headers: { Allow: ALLOW },
+  content: { [PROBLEM_MEDIA_TYPE]: { schema: { $ref: PROBLEM_REF } } },
+})
+
 const isProblem = (response: ResponseObject): boolean =>
   (response.content?.['application/json']?.schema as Json | undefined)?.$ref === PROBLEM_REF
 
 /** Applies the rules above to every operation of the document, in place, and returns it. */
-export function finishDocument<T extends { paths?: object }>(doc: T): T {
+export function finishDocument<T extends { paths?: object; components?: object }>(doc: T): T {
+  const components = (doc.components ?? {}) as { responses?: Record<string, ResponseObject> }
+  components.responses = { ...components.responses, [METHOD_NOT_ALLOWED]: methodNotAllowedResponse() }
+  doc.components = components
   for (const item of Object.values(doc.paths ?? {}) as (object | undefined)[]) {
     for (const value of Object.values(item ?? {}) as unknown[]) {
       const operation = value as Operation
@@ -105,6 +119,12 @@ export function finishDocument<T extends { paths?: object }>(doc: T): T {
       delete operation[BODY_OPTIONAL]
       const keyed = (operation.security ?? []).some((s) => 'apiKey' in s)
       for (const [status, response] of Object.entries(operation.responses)) {
+        if (status === '405') {
+          ;(operation.responses as Record<string, unknown>)[status] = {
+            $ref: `#/components/responses/${METHOD_NOT_ALLOWED}`,
+          }
+          continue
+        }
         if (isProblem(response)) {
           // The one problem shape, under the media type it is served with (RFC 9457).
           response.content = { [PROBLEM_MEDIA_TYPE]: { schema: { $ref: PROBLEM_REF } } }
@@ -119,7 +139,6 @@ export function finishDocument<T extends { paths?: object }>(doc: T): T {
           })
         }
         if (status === '503') headers['Retry-After'] = RETRY_AFTER
-        if (status === '405') headers.Allow = ALLOW
         if (status === '401' && keyed) headers['WWW-Authenticate'] = WWW_AUTHENTICATE
         if (status === '200' && PAGED.has(id)) headers.Link = LINK_NEXT
         if (status === '200' && INGEST.has(id)) headers['Idempotent-Replayed'] = REPLAYED
