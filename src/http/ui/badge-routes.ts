@@ -6,7 +6,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify'
 import { Type } from 'typebox'
 import { accountByBadgeToken, type BadgeState, badgeState } from '../../domain/services.js'
 import { type BadgeTone, badgeSvg, shieldsEndpoint } from '../../views/badge.js'
-import { PUBLIC } from '../api/openapi-schemas.js'
+import { PUBLIC, problemResponses } from '../api/openapi-schemas.js'
 import type { UiContext } from './context.js'
 
 const BadgeParams = Type.Object({
@@ -64,6 +64,8 @@ const BADGE_DOC = {
         'Unknown badge (a wrong token or a path that names no badge): an "unknown badge" badge in the requested format, so a README shows it instead of a broken image.',
       content: badgeContent,
     },
+    // A path that is not percent-encoded UTF-8 (`%C3%28`) is refused before routing, as everywhere.
+    ...problemResponses(400),
   },
 }
 
