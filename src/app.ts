@@ -88,7 +88,7 @@ export async function buildApp(options: BuildOptions): Promise<App> {
 
   registerProblemHandlers(app)
   // Before any route, so the OpenAPI document sees them all.
-  await registerOpenApi(app, { version: packageVersion() })
+  await registerOpenApi(app, { version: packageVersion(), publicUrl: config.publicUrl })
 
   const rateLimitStore: RateLimitStore = resources.redis
     ? new RedisRateLimitStore(resources.redis.client, resources.redis.health)

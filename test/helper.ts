@@ -6,6 +6,7 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, type TestContext } from 'node:test'
+import type { InjectOptions } from 'fastify'
 import pg from 'pg'
 import { type App, buildApp } from '../src/app.js'
 import { type Config, loadConfig, parseDatabaseUrl } from '../src/config.js'
@@ -15,6 +16,7 @@ import type { Account } from '../src/db/schema.js'
 import { ensureAccount } from '../src/domain/accounts.js'
 import { createApiKey } from '../src/domain/keys.js'
 import { openResources, type ResourceLogger } from '../src/resources.js'
+import { contractFor, type OpenApiDocument } from './support/openapi-contract.js'
 
 export type TestDialect = 'sqlite' | 'postgres'
 
@@ -137,6 +139,40 @@ export interface BuildOptions {
   env?: Record<string, string>
   /** Use this database URL instead of a private one (it must already exist). */
   databaseUrl?: string
+  /**
+   * Check every answer `app.inject` returns against /openapi.json (default on). Off only for a test
+   * that makes the server misbehave on purpose (a fault injected below the HTTP layer).
+   */
+  contract?: boolean
+}
+
+/**
+ * Makes `app.inject(options)` check each answer to a documented operation against the served
+ * OpenAPI document (test/support/openapi-contract.ts): an answer the document does not describe
+ * (status, content type, body, headers) fails the test that received it.
+ */
+function checkAnswersAgainstDocument(app: App): void {
+  const injectOnce = (options: InjectOptions) => app.inject(options)
+  const inject = app.inject.bind(app) as (...args: unknown[]) => unknown
+  const checked = async (options: unknown) => {
+    const res = (await inject(options)) as Awaited<ReturnType<typeof injectOnce>>
+    const contract = contractFor(app.swagger() as unknown as OpenApiDocument)
+    const req = res.raw.req
+    const problems = contract.check({
+      method: req.method ?? 'GET',
+      url: req.url ?? '/',
+      status: res.statusCode,
+      headers: res.headers,
+      body: res.rawPayload,
+    })
+    if (problems.length > 0) {
+      throw new Error(`the answer disagrees with /openapi.json:\n  ${problems.join('\n  ')}`)
+    }
+    return res
+  }
+  // Only the promise form (one argument) is checked; the callback and chain forms pass through.
+  const wrapped = (...args: unknown[]) => (args.length === 1 ? checked(args[0]) : inject(...args))
+  Object.defineProperty(app, 'inject', { value: wrapped, configurable: true, writable: true })
 }
 
 export async function buildTestApp(t: TestContext | Cleanup, options: BuildOptions = {}): Promise<TestApp> {
@@ -147,6 +183,7 @@ export async function buildTestApp(t: TestContext | Cleanup, options: BuildOptio
   // Opened and closed as the server does (src/server.ts): the app only uses them.
   const resources = await openResources(config, database, SILENT)
   const app = await buildApp({ config, database, resources, logger: false })
+  if (options.contract !== false) checkAnswersAgainstDocument(app)
   t.after(async () => {
     await app.close()
     await resources.close()

@@ -1,15 +1,26 @@
 // /openapi.json is a valid OpenAPI 3.1 document that lists every public route the server has
 // (and no page), each with its problem answers; /docs serves Swagger UI from the package itself.
 import assert from 'node:assert/strict'
-import { mkdirSync, writeFileSync } from 'node:fs'
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import { test } from 'node:test'
 import { Validator } from '@seriousme/openapi-schema-validator'
+import { lintFile } from '../../scripts/lint-openapi.js'
 import { isPublicPath } from '../../src/http/api/openapi.js'
 import { buildTestApp } from '../helper.js'
+import { OpenApiContract, type OpenApiDocument } from '../support/openapi-contract.js'
 
-type Operation = { responses: Record<string, unknown>; security?: unknown[]; tags?: string[] }
+type Operation = {
+  responses: Record<string, unknown>
+  security?: unknown[]
+  tags?: string[]
+  operationId?: string
+  requestBody?: { required?: boolean }
+}
 type Doc = {
   openapi: string
+  servers?: { url: string }[]
   paths: Record<string, Record<string, Operation>>
   components: Record<string, unknown>
 }
@@ -126,4 +137,119 @@ test("/docs serves Swagger UI from the package, under the app's own security hea
   assert.match(init.payload, /validatorUrl: null/)
   const bundle = await app.inject({ url: '/docs/static/swagger-ui-bundle.js' })
   assert.equal(bundle.statusCode, 200)
+})
+
+test('the served document passes Redocly lint (recommended ruleset, redocly.yaml) with no error or warning', async (t) => {
+  const { app } = await buildTestApp(t)
+  const dir = mkdtempSync(join(tmpdir(), 'shiplog-openapi-'))
+  t.after(() => rmSync(dir, { recursive: true, force: true }))
+  const file = join(dir, 'openapi.json')
+  writeFileSync(file, (await app.inject({ url: '/openapi.json' })).payload)
+  const result = lintFile(file)
+  assert.deepEqual(
+    { errors: result.errors, warnings: result.warnings },
+    { errors: 0, warnings: 0 },
+    result.report,
+  )
+})
+
+test('every operation has a unique operationId and its security; problems are problem+json with their headers', async (t) => {
+  const { app } = await buildTestApp(t)
+  const doc = (await app.inject({ url: '/openapi.json' })).json() as Doc
+  assert.deepEqual(doc.servers, [{ url: '/', description: 'The server that served this document.' }])
+  const ids: string[] = []
+  const op = (path: string, method: string) => doc.paths[path]?.[method] as Operation
+  for (const [path, item] of Object.entries(doc.paths)) {
+    for (const [method, operation] of Object.entries(item)) {
+      assert.ok(operation.operationId, `${method} ${path} has an operationId`)
+      ids.push(operation.operationId)
+      assert.ok(Array.isArray(operation.security), `${method} ${path} states its security`)
+      for (const [status, response] of Object.entries(operation.responses)) {
+        const text = JSON.stringify(response)
+        if (text.includes('#/components/schemas/Problem')) {
+          assert.match(text, /"application\/problem\+json"/, `${method} ${path} ${status} is problem+json`)
+          assert.doesNotMatch(text, /"application\/json"/, `${method} ${path} ${status}`)
+        }
+      }
+    }
+  }
+  assert.equal(new Set(ids).size, ids.length, 'operationIds are unique')
+  for (const [path, method] of [
+    ['/healthz', 'get'],
+    ['/readyz', 'get'],
+    ['/openapi.json', 'get'],
+    ['/badge/{token}/{service}/{file}', 'get'],
+  ] as const) {
+    assert.deepEqual(op(path, method).security, [], `${method} ${path} is public`)
+  }
+  const headersOf = (path: string, method: string, status: string) =>
+    Object.keys((op(path, method).responses[status] as { headers?: object }).headers ?? {})
+  assert.deepEqual(headersOf('/deploy', 'post', '429').sort(), [
+    'RateLimit-Limit',
+    'RateLimit-Policy',
+    'RateLimit-Remaining',
+    'RateLimit-Reset',
+    'Retry-After',
+  ])
+  assert.ok(headersOf('/deploy', 'post', '200').includes('Idempotent-Replayed'))
+  assert.ok(headersOf('/deploy', 'post', '201').includes('RateLimit-Remaining'))
+  assert.ok(headersOf('/api/v1/events', 'get', '200').includes('Link'))
+  assert.ok(headersOf('/readyz', 'get', '503').includes('Retry-After'))
+  assert.match(
+    JSON.stringify(op('/deploy', 'post').responses['405']),
+    /components\/responses\/MethodNotAllowed/,
+  )
+  assert.match(JSON.stringify(doc.components.responses), /"Allow"/)
+  assert.match(JSON.stringify(op('/readyz', 'get').responses['200']), /"database"/)
+  assert.match(
+    JSON.stringify(op('/badge/{token}/{service}/{file}', 'get').responses['404']),
+    /image\/svg\+xml/,
+  )
+  // Both work without a body (fields in the query string), so neither body is required.
+  assert.equal(op('/get/logs', 'post').requestBody?.required, false)
+  assert.equal(op('/put', 'post').requestBody?.required, false)
+  assert.equal(op('/deploy', 'post').requestBody?.required, true)
+  const withUrl = await buildTestApp(t, { env: { SHIPLOG_PUBLIC_URL: 'https://shiplog.example/' } })
+  const servers = ((await withUrl.app.inject({ url: '/openapi.json' })).json() as Doc).servers
+  assert.equal(servers?.[0]?.url, 'https://shiplog.example')
+})
+
+test('the contract check that every API test runs refuses answers the document does not describe', async (t) => {
+  const { app } = await buildTestApp(t)
+  const contract = new OpenApiContract((await app.inject({ url: '/openapi.json' })).json() as OpenApiDocument)
+  const problem = Buffer.from(
+    JSON.stringify({ type: 'urn:shiplog:problem:x', title: 'X', status: 401, detail: 'x' }),
+  )
+  const answer = {
+    method: 'POST',
+    url: '/deploy?x=1',
+    status: 401,
+    headers: {
+      'content-type': 'application/problem+json; charset=utf-8',
+      'www-authenticate': 'Bearer realm="shiplog"',
+    },
+    body: problem,
+  }
+  assert.deepEqual(contract.check(answer), [])
+  // What the document said before: problems as application/json.
+  assert.match(
+    contract.check({ ...answer, headers: { ...answer.headers, 'content-type': 'application/json' } }).join(),
+    /content type application\/json not declared/,
+  )
+  assert.match(contract.check({ ...answer, status: 418 }).join(), /status not declared/)
+  assert.match(
+    contract.check({ ...answer, headers: { 'content-type': 'application/problem+json' } }).join(),
+    /WWW-Authenticate missing/,
+  )
+  assert.match(
+    contract.check({ ...answer, body: Buffer.from(JSON.stringify({ title: 'no type' })) }).join(),
+    /must have required property 'type'/,
+  )
+  assert.match(
+    contract.check({ ...answer, status: 429, headers: { ...answer.headers, 'retry-after': 'soon' } }).join(),
+    /Retry-After.*must be integer/s,
+  )
+  assert.match(contract.check({ ...answer, method: 'DELETE', status: 404 }).join(), /not an operation/)
+  // Pages are not the API: not checked.
+  assert.deepEqual(contract.check({ ...answer, url: '/logs/', status: 200 }), [])
 })

@@ -8,6 +8,7 @@ import { PublicEventSchema, toPublicEvent } from '../../domain/events/event.js'
 import { byName, listEventPage } from '../../domain/events/queries.js'
 import { methodNotAllowed } from '../problem.js'
 import { readBodyOfAnyType } from './ingest.js'
+import { BODY_OPTIONAL } from './openapi-document.js'
 import { KEY_SECURITY, problemResponses } from './openapi-schemas.js'
 import { type ReadOptions, readerOf, requireReader } from './read-auth.js'
 import {
@@ -170,9 +171,13 @@ export async function getRoutes(app: FastifyInstance, options: ReadOptions): Pro
       security: KEY_SECURITY,
       response: { 200: GetAnswer, ...PROBLEMS },
     }
-    scope.get('/get', { exposeHeadRoute: false, schema: getSchema, handler: running })
+    scope.get('/get', {
+      exposeHeadRoute: false,
+      schema: { ...getSchema, operationId: 'getRunning' },
+      handler: running,
+    })
     scope.post('/get', {
-      schema: { ...getSchema, summary: `${getSchema.summary} (POST form)` },
+      schema: { ...getSchema, operationId: 'getRunningPost', summary: `${getSchema.summary} (POST form)` },
       handler: running,
     })
 
@@ -187,12 +192,19 @@ export async function getRoutes(app: FastifyInstance, options: ReadOptions): Pro
     scope.get('/get/logs', {
       exposeHeadRoute: false,
       attachValidation: true,
-      schema: logsSchema,
+      schema: { ...logsSchema, operationId: 'getLogs' },
       handler: logs,
     })
     scope.post('/get/logs', {
       attachValidation: true,
-      schema: { ...logsSchema, summary: `${logsSchema.summary} (POST form)`, body: GetLogsBody },
+      schema: {
+        ...logsSchema,
+        operationId: 'getLogsPost',
+        summary: `${logsSchema.summary} (POST form)`,
+        body: GetLogsBody,
+        // Works without a body: the fields may all be in the query string.
+        [BODY_OPTIONAL]: true,
+      },
       handler: logs,
     })
   })

@@ -23,7 +23,7 @@ const problem = (description: string) => ({ $ref: 'Problem#', description })
 
 /** The problem answers, by status, with what each means. */
 export const PROBLEMS = {
-  400: problem('The request cannot be read (malformed body or URL).'),
+  400: problem('The request cannot be read (malformed body or URL, or no Host header).'),
   401: problem('No API key, or an unknown, malformed or revoked one (one identical answer).'),
   403: problem('The key lacks the scope this route needs (type urn:shiplog:problem:insufficient-scope).'),
   404: problem('Nothing of that name in the account.'),
@@ -44,4 +44,6 @@ export function problemResponses(...statuses: ProblemStatus[]): Partial<typeof P
 
 /** The security requirements: a key in X-API-Key or Authorization: Bearer, or (reads) a session. */
 export const KEY_SECURITY: Record<string, string[]>[] = [{ apiKey: [] }, { bearer: [] }]
+/** No credential: the operation is open to anyone (health checks, badges, this document). */
+export const PUBLIC: Record<string, string[]>[] = []
 export const READ_SECURITY: Record<string, string[]>[] = [{ apiKey: [] }, { bearer: [] }, { session: [] }]

@@ -8,7 +8,8 @@ import type { FastifyInstance, RouteOptions } from 'fastify'
 import { Type } from 'typebox'
 import { PublicEventSchema } from '../../domain/events/event.js'
 import { PUBLIC_DIR } from '../../paths.js'
-import { KEY_SECURITY, ProblemSchema, problemResponses } from './openapi-schemas.js'
+import { BODY_OPTIONAL, finishDocument } from './openapi-document.js'
+import { KEY_SECURITY, ProblemSchema, PUBLIC, problemResponses } from './openapi-schemas.js'
 
 /** Paths that form the public API; every other route (pages, assets, /docs) is left out. */
 const PUBLIC_PATHS = new Set(['/put', '/deploy', '/get', '/get/logs', '/healthz', '/readyz', '/openapi.json'])
@@ -78,6 +79,7 @@ const ingestResponses = {
  */
 const INGEST_DOCS: Record<string, Record<string, unknown>> = {
   'GET /put': {
+    operationId: 'recordEventLegacyQuery',
     tags: ['ingest'],
     summary: 'Record an event (legacy query form)',
     description:
@@ -88,16 +90,19 @@ const INGEST_DOCS: Record<string, Record<string, unknown>> = {
     response: ingestResponses,
   },
   'POST /put': {
+    operationId: 'recordEventLegacy',
     tags: ['ingest'],
     summary: 'Record an event (legacy body form)',
     description:
-      'A JSON object under any content type (curl -d sends it form-encoded), or real form fields. Needs a key with the ingest scope.',
+      'A JSON object under any content type (curl -d sends it form-encoded), or real form fields; without a body, the fields are read from the query string as in GET /put. Needs a key with the ingest scope.',
+    [BODY_OPTIONAL]: true,
     body: LegacyBody,
     headers: IdempotencyHeaders,
     security: KEY_SECURITY,
     response: ingestResponses,
   },
   'POST /deploy': {
+    operationId: 'recordEvent',
     tags: ['ingest'],
     summary: 'Record an event',
     description:
@@ -116,7 +121,10 @@ const methodsOf = (route: RouteOptions | undefined): string[] =>
 const SWAGGER_UI_STYLE_HASH = "'sha256-RL3ie0nH+Lzz2YNqQN83mnU0J1ot4QL7b99vMdIX99w='"
 
 /** Registers the generator; call before any route is added, so it sees them all. */
-export async function registerOpenApi(app: FastifyInstance, options: { version: string }): Promise<void> {
+export async function registerOpenApi(
+  app: FastifyInstance,
+  options: { version: string; publicUrl: string | null },
+): Promise<void> {
   app.addSchema(ProblemSchema)
   await app.register(swagger, {
     openapi: {
@@ -124,14 +132,22 @@ export async function registerOpenApi(app: FastifyInstance, options: { version: 
       info: {
         title: 'Shiplog API',
         version: options.version,
+        license: { name: 'MIT', identifier: 'MIT' },
         description:
           'Record deployment events (ingest) and read them back (read API). Keys are made in Settings or with `shiplog keys create --scope ingest|read|ingest,read`. Errors are RFC 9457 problem details (`application/problem+json`). See docs/API.md.',
       },
+      // Where the API is: SHIPLOG_PUBLIC_URL when set, else the server that served the document.
+      servers: [
+        options.publicUrl === null
+          ? { url: '/', description: 'The server that served this document.' }
+          : { url: options.publicUrl, description: 'This installation (SHIPLOG_PUBLIC_URL).' },
+      ],
       tags: [
         { name: 'ingest', description: 'Recording events (key scope: ingest).' },
         { name: 'read', description: 'The read API (key scope: read, or a logged-in browser session).' },
         { name: 'legacy read', description: "The original interface's read endpoints (key scope: read)." },
-        { name: 'operations', description: 'Health checks.' },
+        { name: 'badges', description: 'README badges, opened by the badge token alone.' },
+        { name: 'operations', description: 'Health checks and this document.' },
       ],
       components: {
         securitySchemes: {
@@ -154,10 +170,11 @@ export async function registerOpenApi(app: FastifyInstance, options: { version: 
       }
       const doc = methods.map((m) => INGEST_DOCS[`${m} ${url}`]).find((d) => d !== undefined)
       if (doc) return { schema: { ...schema, ...doc }, url }
-      if ((url === '/healthz' || url === '/readyz') && !schema?.tags) {
-        return { schema: { ...schema, tags: ['operations'] }, url }
-      }
       return { schema, url }
+    },
+    transformObject: (documentObject) => {
+      if (!('openapiObject' in documentObject)) return documentObject.swaggerObject
+      return finishDocument(documentObject.openapiObject)
     },
   })
 
@@ -179,9 +196,14 @@ export async function registerOpenApi(app: FastifyInstance, options: { version: 
 export async function openApiRoute(app: FastifyInstance): Promise<void> {
   app.get('/openapi.json', {
     schema: {
+      operationId: 'getOpenApiDocument',
       tags: ['operations'],
       summary: 'This document (OpenAPI 3.1)',
-      response: { 200: { type: 'object', additionalProperties: true, description: 'The OpenAPI document.' } },
+      security: PUBLIC,
+      response: {
+        200: { type: 'object', additionalProperties: true, description: 'The OpenAPI document.' },
+        ...problemResponses(400),
+      },
     },
     handler: async (_request, reply) => reply.header('cache-control', 'no-cache').send(app.swagger()),
   })

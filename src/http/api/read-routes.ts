@@ -269,6 +269,7 @@ export async function readRoutes(app: FastifyInstance, options: ReadOptions): Pr
     scope.get('/api/v1/events', {
       attachValidation: true,
       schema: {
+        operationId: 'listEvents',
         tags: ['read'],
         summary: 'List events, newest first',
         description:
@@ -329,6 +330,7 @@ export async function readRoutes(app: FastifyInstance, options: ReadOptions): Pr
     scope.get('/api/v1/deployments', {
       attachValidation: true,
       schema: {
+        operationId: 'listDeployments',
         tags: ['read'],
         summary: 'List deployments, newest first',
         description:
@@ -375,6 +377,7 @@ export async function readRoutes(app: FastifyInstance, options: ReadOptions): Pr
     scope.get('/api/v1/services', {
       attachValidation: true,
       schema: {
+        operationId: 'getBoard',
         tags: ['read'],
         summary: 'The board: what runs where, now or at an instant',
         description:
@@ -436,6 +439,7 @@ export async function readRoutes(app: FastifyInstance, options: ReadOptions): Pr
     scope.get('/api/v1/metrics', {
       attachValidation: true,
       schema: {
+        operationId: 'getDeliveryMetrics',
         tags: ['read'],
         summary: 'Delivery metrics of one environment over a window',
         description:

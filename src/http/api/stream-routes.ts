@@ -194,6 +194,7 @@ export async function streamRoutes(app: FastifyInstance, options: StreamOptions)
     scope.get(STREAM_PATH, {
       attachValidation: true,
       schema: {
+        operationId: 'streamEvents',
         tags: ['read'],
         summary: 'Live events and deployment changes (server-sent events)',
         description: [

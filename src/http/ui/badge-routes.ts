@@ -6,6 +6,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify'
 import { Type } from 'typebox'
 import { accountByBadgeToken, type BadgeState, badgeState } from '../../domain/services.js'
 import { type BadgeTone, badgeSvg, shieldsEndpoint } from '../../views/badge.js'
+import { PUBLIC, problemResponses } from '../api/openapi-schemas.js'
 import type { UiContext } from './context.js'
 
 const BadgeParams = Type.Object({
@@ -23,33 +24,48 @@ const BadgeParams = Type.Object({
   }),
 })
 
+const BadgeSvg = Type.String({
+  description: 'An SVG image (image/svg+xml).',
+  examples: ['<svg xmlns="http://www.w3.org/2000/svg" …>'],
+})
+/** The shields.io "endpoint" document (https://shields.io/badges/endpoint-badge). */
+const ShieldsEndpoint = Type.Object({
+  schemaVersion: Type.Literal(1),
+  label: Type.String({ examples: ['prod'] }),
+  message: Type.String({ examples: ['1.4.2'] }),
+  color: Type.String({ examples: ['#2e7d32'] }),
+})
+const badgeContent = {
+  'image/svg+xml': { schema: BadgeSvg },
+  'application/json': { schema: ShieldsEndpoint },
+}
+
 /** What /openapi.json says of the route (the UI plugin's error pages never answer it). */
 const BADGE_DOC = {
+  operationId: 'getBadge',
   tags: ['badges'],
   summary: 'The running version of a service in an environment, as a README badge',
   description:
     'An SVG badge drawn by Shiplog (`.svg`) or a shields.io "endpoint" document (`.json`). ' +
     'A wrong, rotated or malformed token gets the same 404 badge whatever the service; a service or ' +
     'environment without deployments gets a grey "no deployment" badge. Cached for 60 seconds; ETag.',
+  security: PUBLIC,
   response: {
     200: {
       description: 'The badge (image/svg+xml) or the shields.io document (application/json).',
-      content: {
-        'image/svg+xml': {
-          schema: Type.String({ examples: ['<svg xmlns="http://www.w3.org/2000/svg" …>'] }),
-        },
-        'application/json': {
-          schema: Type.Object({
-            schemaVersion: Type.Literal(1),
-            label: Type.String({ examples: ['prod'] }),
-            message: Type.String({ examples: ['1.4.2'] }),
-            color: Type.String({ examples: ['#2e7d32'] }),
-          }),
-        },
+      headers: {
+        ETag: { type: 'string', description: 'Send it back in If-None-Match to get a 304.' },
       },
+      content: badgeContent,
     },
     304: { description: 'Not modified (If-None-Match matched the ETag).', type: 'null' },
-    404: { description: 'Unknown badge: a wrong token or a path that names no badge.', type: 'null' },
+    404: {
+      description:
+        'Unknown badge (a wrong token or a path that names no badge): an "unknown badge" badge in the requested format, so a README shows it instead of a broken image.',
+      content: badgeContent,
+    },
+    // A path that is not percent-encoded UTF-8 (`%C3%28`) is refused before routing, as everywhere.
+    ...problemResponses(400),
   },
 }
 
