@@ -221,6 +221,7 @@ export async function buildApp(options: BuildOptions): Promise<App> {
     database,
     verifier,
     rateLimitStore,
+    onAuditDropped: (action) => metrics.auditEntryDropped(action),
   })
 
   return app

@@ -110,6 +110,7 @@ export class Metrics {
   readonly #webhooks: Counter<'outcome'>
   readonly #collectFailures: Counter<'collector'>
   readonly #rateLimited: Counter<'route'>
+  readonly #auditDropped: Counter<'action'>
   #webhookQueueDepth: (() => Promise<number>) | null = null
   #streamClients: (() => number) | null = null
   #deploymentCounts: { at: number; counts: Promise<Record<DeploymentOutcome, number>> } | null = null
@@ -240,6 +241,14 @@ export class Metrics {
       labelNames: ['route'],
       registers,
     })
+    this.#auditDropped = new Counter({
+      name: 'shiplog_audit_entries_dropped_total',
+      help:
+        'Audit entries of no account (sign-ins for unknown addresses, broken single sign-on answers) not written ' +
+        'because the installation-wide budget for them was spent, by action.',
+      labelNames: ['action'],
+      registers,
+    })
     this.#webhooks = new Counter({
       name: 'shiplog_webhook_deliveries_total',
       help: 'Webhook delivery attempts by outcome: delivered, failed (will retry), abandoned, refused (SSRF guard).',
@@ -314,6 +323,11 @@ export class Metrics {
   /** DeploymentSync.onDerived: one call per run that derived something. */
   deploymentsDerived(result: CatchUpResult): void {
     this.#derived.inc(result.events)
+  }
+
+  /** For the UI: an audit entry of no account that the budget left unwritten. */
+  auditEntryDropped(action: string): void {
+    this.#auditDropped.inc({ action })
   }
 
   /** For the webhook worker: one call per delivery attempt. */

@@ -3,6 +3,7 @@
 // and so are failed password logins. Both databases.
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
+import { UNCLAIMED_AUDIT_PER_WINDOW } from '../../src/http/ui/unclaimed-audit.js'
 import { buildTestApp, type TestApp } from '../helper.js'
 import { startTestProvider } from '../support/oidc-provider.js'
 import { createUserIn } from '../support/ui.js'
@@ -88,4 +89,52 @@ test('300 failed password logins from one address: bounded audit entries, refusa
   assert.ok(limited >= 200, `${limited} refused over the limit`)
   assert.equal(written, 300 - limited)
   assert.equal(await limitedCount(ctx, '/login'), limited)
+})
+
+async function droppedCount(ctx: TestApp): Promise<number> {
+  const res = await ctx.app.inject({ url: '/metrics' })
+  const line = /^shiplog_audit_entries_dropped_total\{action="login\.failed"\} (\d+)$/m.exec(res.payload)
+  return Number(line?.[1] ?? 0)
+}
+
+test('junk callbacks from many addresses: the entries of no account stop at the installation budget, the rest counted', async (t) => {
+  const provider = await startTestProvider(t, { shiplogUrl: SHIPLOG })
+  const ctx = await buildTestApp(t, { env: provider.env })
+  const before = await auditCount(ctx)
+  const sent = UNCLAIMED_AUDIT_PER_WINDOW + 40
+  for (let i = 0; i < sent; i++) {
+    // A fresh address each time (an IPv6 block holds plenty): no per-address limit is reached.
+    const res = await ctx.app.inject({
+      url: `/login/oidc/callback?state=junk${i}`,
+      remoteAddress: `2001:db8::${i.toString(16)}`,
+    })
+    assert.equal(res.statusCode, 400)
+  }
+  const written = (await auditCount(ctx)) - before
+  assert.equal(written, UNCLAIMED_AUDIT_PER_WINDOW, `${written} audit entries for ${sent} junk callbacks`)
+  assert.equal(await droppedCount(ctx), 40, 'the callbacks past the budget are counted')
+  // An entry of an account is not held back by the spent budget: a wrong password for a real user
+  // is written (per-email limits bound those).
+  await createUserIn(ctx.database, ctx.tenant.account.id, 'owner@acme.example')
+  const page = await ctx.app.inject({ url: '/login', remoteAddress: '198.51.100.20' })
+  const csrf = /name="_csrf" value="([^"]+)"/.exec(page.payload)?.[1] ?? ''
+  const setCookie = page.headers['set-cookie']
+  const cookie = (Array.isArray(setCookie) ? setCookie : [String(setCookie)])
+    .map((c) => c.split(';')[0])
+    .join('; ')
+  const login = await ctx.app.inject({
+    method: 'POST',
+    url: '/login',
+    remoteAddress: '198.51.100.20',
+    headers: { cookie, 'content-type': 'application/x-www-form-urlencoded' },
+    payload: new URLSearchParams({ _csrf: csrf, email: 'owner@acme.example', password: 'wrong' }).toString(),
+  })
+  assert.equal(login.statusCode, 401)
+  const ofAccount = await ctx.database.db
+    .selectFrom('audit_entries')
+    .select('id')
+    .where('account_id', '=', ctx.tenant.account.id)
+    .where('action', '=', 'login.failed')
+    .execute()
+  assert.equal(ofAccount.length, 1)
 })

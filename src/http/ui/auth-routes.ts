@@ -255,7 +255,7 @@ export const authRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app, ctx)
         })
       }
       if (candidates.length === 0) {
-        await recordAudit(db, {
+        await ctx.recordUnclaimedAudit(request, {
           ...failure,
           accountId: null,
           action: 'login.failed',

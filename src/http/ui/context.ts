@@ -3,12 +3,14 @@
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import type { Config } from '../../config.js'
 import type { Database } from '../../db/connect.js'
+import type { AuditEntryInput } from '../../domain/audit/log.js'
 import type { ApiKeyVerifier } from '../../domain/keys.js'
 import { type Flash, type SessionUser, setFlash } from '../../domain/sessions.js'
 import { hasControlCharacter } from '../../domain/text-rules.js'
 import type { SafeHtml } from '../../views/html.js'
 import { HttpProblem } from '../problem.js'
 import type { RateLimitStore } from '../rate-limit.js'
+import { recordUnclaimedAudit } from './unclaimed-audit.js'
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -21,6 +23,8 @@ export interface UiOptions {
   database: Database
   verifier: ApiKeyVerifier
   rateLimitStore: RateLimitStore
+  /** Counts an audit entry of no account that was not written, the installation's budget spent. */
+  onAuditDropped: (action: string) => void
 }
 
 /** Everything a UI route needs, handed to each route module. */
@@ -52,6 +56,11 @@ export interface UiContext extends UiOptions {
     location: string,
     flash: Flash,
   ): Promise<FastifyReply>
+  /** An audit entry of no account for an unauthenticated request, within the budget (unclaimed-audit.ts). */
+  recordUnclaimedAudit(
+    request: FastifyRequest,
+    entry: AuditEntryInput & { accountId: null },
+  ): Promise<boolean>
 }
 
 /** A field of the submitted form, or '' when it is absent or not text. */
@@ -171,6 +180,13 @@ export function createUiContext(options: UiOptions): UiContext {
     async redirectWithFlash(reply, user, location, flash) {
       await setFlash(database.db, user, flash)
       return reply.redirect(location, 303)
+    },
+    recordUnclaimedAudit(request, entry) {
+      return recordUnclaimedAudit(database.db, entry, {
+        store: options.rateLimitStore,
+        onDropped: options.onAuditDropped,
+        onStoreError: (err) => request.log.warn({ err }, 'audit budget store unavailable'),
+      })
     },
   }
 }

@@ -108,14 +108,15 @@ export const ssoRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app, ctx) 
     reason: RefusalReason,
     audit: { email: string | null; accountId: number | null; check?: string },
   ): Promise<FastifyReply> => {
-    await recordAudit(db, {
-      accountId: audit.accountId,
+    const entry = {
       actor: anonymous(audit.email),
       address: request.ip,
       action: 'login.failed',
       target: audit.email,
       details: { method: 'oidc', reason, ...(audit.check ? { check: audit.check } : {}) },
-    })
+    } as const
+    if (audit.accountId === null) await ctx.recordUnclaimedAudit(request, { ...entry, accountId: null })
+    else await recordAudit(db, { ...entry, accountId: audit.accountId })
     request.log.info({ reason, check: audit.check }, 'single sign-on refused')
     clearBrowserCookie(reply)
     const { title, detail } = refusalMessage(reason, sso.settings.name)
