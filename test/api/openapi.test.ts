@@ -253,3 +253,18 @@ test('the contract check that every API test runs refuses answers the document d
   // Pages are not the API: not checked.
   assert.deepEqual(contract.check({ ...answer, url: '/logs/', status: 200 }), [])
 })
+
+test('every documented path answers a method it does not offer with 405 and Allow (SPEC §1.2)', async (t) => {
+  const { app } = await buildTestApp(t)
+  const doc = (await app.inject({ url: '/openapi.json' })).json() as Doc
+  for (const [path, item] of Object.entries(doc.paths)) {
+    const offered = Object.keys(item).map((m) => m.toUpperCase())
+    const wrong = ['POST', 'PUT', 'DELETE', 'PATCH'].find((m) => !offered.includes(m))
+    if (!wrong) continue
+    // Path templates get a plain value: the 405 must not depend on what the parameters hold.
+    const url = path.replace(/\{[^}]+\}/g, (name) => (name === '{file}' ? 'prod.svg' : 'x'))
+    const res = await app.inject({ method: wrong as 'POST', url })
+    assert.equal(res.statusCode, 405, `${wrong} ${url}: ${res.statusCode}`)
+    assert.ok(res.headers.allow, `${wrong} ${url} says which methods it takes`)
+  }
+})

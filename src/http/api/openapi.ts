@@ -8,6 +8,7 @@ import type { FastifyInstance, RouteOptions } from 'fastify'
 import { Type } from 'typebox'
 import { PublicEventSchema } from '../../domain/events/event.js'
 import { PUBLIC_DIR } from '../../paths.js'
+import { methodNotAllowed } from '../problem.js'
 import { BODY_OPTIONAL, finishDocument } from './openapi-document.js'
 import { KEY_SECURITY, ProblemSchema, PUBLIC, problemResponses } from './openapi-schemas.js'
 
@@ -207,4 +208,5 @@ export async function openApiRoute(app: FastifyInstance): Promise<void> {
     },
     handler: async (_request, reply) => reply.header('cache-control', 'no-cache').send(app.swagger()),
   })
+  methodNotAllowed(app, '/openapi.json', ['GET', 'HEAD'])
 }
