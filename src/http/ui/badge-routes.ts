@@ -65,7 +65,7 @@ const BADGE_DOC = {
       content: badgeContent,
     },
     // A path that is not percent-encoded UTF-8 (`%C3%28`) is refused before routing, as everywhere.
-    ...problemResponses(400),
+    ...problemResponses(400, 414),
   },
 }
 
