@@ -40,8 +40,9 @@ export const uiRoutes: FastifyPluginAsync<UiOptions> = async (app: FastifyInstan
   })
   // The pages load each file from a URL that names its content (src/views/assets.ts): the
   // browser keeps it for a year and an upgrade, being new content, is a new URL.
-  for (const asset of staticAssets().values()) {
-    app.get(asset.url, async (request, reply) => {
+  for (const [name, asset] of staticAssets()) {
+    // `file` as @fastify/static marks its routes: a public file, the same bytes for everyone.
+    app.get(asset.url, { config: { file: `/${name}` } }, async (request, reply) => {
       reply
         .header('cache-control', 'public, max-age=31536000, immutable')
         .header('etag', asset.etag)
