@@ -19,6 +19,7 @@ import {
 import { parseBomParameter, UTF8_BOM } from '../../domain/events/export/format.js'
 import { auditPage } from '../../views/audit-page.js'
 import { errorPage } from '../../views/auth-pages.js'
+import { EXPORT_COMPRESSION } from '../compression.js'
 import { HttpProblem, sendProblem } from '../problem.js'
 import { auditFrom } from './audit-context.js'
 import type { UiContext } from './context.js'
@@ -136,7 +137,8 @@ export const auditRoutes: FastifyPluginAsync<UiContext> = async (plain, ctx) => 
   for (const format of ['csv', 'json'] as const) {
     app.get(
       `/settings/audit/export.${format}`,
-      { schema, attachValidation: true },
+      // Compressed at the levels that keep up with the stream (src/http/compression.ts).
+      { schema, attachValidation: true, compress: EXPORT_COMPRESSION },
       async (request, reply) => {
         const user = admin(request, reply)
         if (!user) return reply
