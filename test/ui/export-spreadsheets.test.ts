@@ -3,6 +3,7 @@ import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import { parse } from 'csv-parse/sync'
 import { buildTestApp } from '../helper.js'
+import { assertNoFormulaInAnyLocale, localeCells } from '../support/csv-locale.js'
 import {
   type Browser,
   deploy,
@@ -15,22 +16,6 @@ import {
 
 const REVIEW_KEY_NAME = "x;=cmd|' /C calc'!A0"
 const BOM = Buffer.from([0xef, 0xbb, 0xbf])
-
-/** The cells of one CSV line as a spreadsheet in a `;` locale splits them (quotes toggle, as in Excel). */
-function semicolonCells(line: string): string[] {
-  const cells: string[] = []
-  let cell = ''
-  let quoted = false
-  for (const c of line) {
-    if (c === '"') quoted = !quoted
-    else if (c === ';' && !quoted) {
-      cells.push(cell)
-      cell = ''
-    } else cell += c
-  }
-  cells.push(cell)
-  return cells
-}
 
 /** Creates a key through Settings, as an admin does, and returns it. */
 async function createKey(browser: Browser, name: string): Promise<string> {
@@ -59,8 +44,9 @@ test("the review's key name is one quoted cell in the events CSV and the audit C
   const line = csv.payload.split('\r\n')[1] ?? ''
   assert.ok(line.endsWith(`,"deploy","${REVIEW_KEY_NAME}"`), line)
   assert.equal(line.split(',')[0], String(recorded.body.id), 'the id, a number, stays bare')
-  for (const cell of semicolonCells(line)) assert.doesNotMatch(cell, /^[=+\-@]/, `; locale cell ${cell}`)
+  for (const cell of localeCells(line, ';')) assert.doesNotMatch(cell, /^[=+\-@]/, `; locale cell ${cell}`)
   assert.equal(parseCsv(csv.payload)[1]?.at(-1), REVIEW_KEY_NAME, 'a comma-locale reader reads the name back')
+  assertNoFormulaInAnyLocale(csv.payload)
 
   const audit = await browser.get('/settings/audit/export.csv?action=key.created')
   assert.equal(audit.statusCode, 200)
@@ -71,7 +57,8 @@ test("the review's key name is one quoted cell in the events CSV and the audit C
   // Every cell but the id between quotes, so no `;` of a value is outside quotes.
   assert.match(auditLine, /^\d+,"[^"]*","[^"]*","[^"]*",/, auditLine)
   assert.ok(auditLine.includes(REVIEW_KEY_NAME))
-  for (const cell of semicolonCells(auditLine)) assert.doesNotMatch(cell, /^[=+\-@]/, `; locale cell ${cell}`)
+  for (const cell of localeCells(auditLine, ';'))
+    assert.doesNotMatch(cell, /^[=+\-@]/, `; locale cell ${cell}`)
 })
 
 test('?bom=1 starts the CSV with a UTF-8 byte-order mark that csv-parse reads with bom: true; without it none', async (t) => {
