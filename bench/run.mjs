@@ -24,6 +24,9 @@
 //   equal the seeded events), rows/s, and the server's RSS from /proc/<pid>/status: idle before the
 //   download, peak of VmRSS sampled every 50 ms during it, growth = peak - idle, and VmHWM at the end
 //   (reset through /proc/<pid>/clear_refs just before the download).
+// export-compressed - the same for the CSV alone, downloaded as it is, then with Accept-Encoding: gzip,
+//   then br, each from a fresh server on the same dataset (default size 1,000,000): the client inflates
+//   as the bytes arrive and counts the records; MB are the bytes on the wire.
 // insights - BENCH_INSIGHTS_ROWS events (default 1,000,000) of 500 services promoted through 6
 //   environments (bench/lib/insights.mjs) seeded into a fresh database; `derive-child.mjs` derives
 //   their deployments in a process of its own and reports its CPU per event (no HTTP: the budget is
@@ -39,8 +42,9 @@
 // files and databases removed, on every exit path (including SIGINT/SIGTERM and the watchdog).
 //
 // Environment:
-//   BENCH_ONLY               comma-separated parts to run: ingest, export, pages, insights, startup,
-//                            install, copy (default: all but copy; the quick run leaves install out)
+//   BENCH_ONLY               comma-separated parts to run: ingest, export, export-compressed, pages,
+//                            insights, startup, install, copy (default: all but copy and
+//                            export-compressed; the quick run leaves install out)
 //   BENCH_COPY_ROWS          events seeded in SQLite for the copy part (default 1000000; quick 20000)
 //   BENCH_QUICK=1            CI smoke run: ingest 1 s warm-up + 2 s measured; exports of 20,000 and
 //                            40,000 events; pages on 20,000 events with 10 requests each
@@ -106,10 +110,22 @@ const pgServerUrl = process.env.BENCH_PG_URL ?? 'postgres://postgres@127.0.0.1:5
 const skipPg = process.env.BENCH_SKIP_PG === '1' || process.env.BENCH_SKIP_PG === 'true'
 const skipSqlite = process.env.BENCH_SKIP_SQLITE === '1' || process.env.BENCH_SKIP_SQLITE === 'true'
 const serverLogLevel = process.env.BENCH_LOG_LEVEL ?? 'warn'
-const PARTS = /** @type {const} */ (['ingest', 'export', 'pages', 'insights', 'startup', 'install', 'copy'])
+const PARTS = /** @type {const} */ ([
+  'ingest',
+  'export',
+  'export-compressed',
+  'pages',
+  'insights',
+  'startup',
+  'install',
+  'copy',
+])
 // The install part compiles better-sqlite3 from source (minutes): left out of the quick run. The copy
-// part (seed N events in SQLite, `shiplog copy` to PostgreSQL) only runs when BENCH_ONLY names it.
-const DEFAULT_PARTS = (quick ? PARTS.filter((p) => p !== 'install') : PARTS).filter((p) => p !== 'copy')
+// part (seed N events in SQLite, `shiplog copy` to PostgreSQL) and the compressed exports only run
+// when BENCH_ONLY names them.
+const DEFAULT_PARTS = (quick ? PARTS.filter((p) => p !== 'install') : PARTS).filter(
+  (p) => p !== 'copy' && p !== 'export-compressed',
+)
 const parts = new Set(
   (process.env.BENCH_ONLY ?? DEFAULT_PARTS.join(','))
     .split(',')
@@ -124,7 +140,22 @@ for (const part of parts) {
 }
 const exportSizes = parts.has('export')
   ? sizeList('BENCH_EXPORT_ROWS', quick ? [20_000, 40_000] : [1_000_000, 3_000_000])
-  : []
+  : parts.has('export-compressed')
+    ? sizeList('BENCH_EXPORT_ROWS', quick ? [20_000] : [1_000_000])
+    : []
+/**
+ * The downloads per export dataset: CSV and JSON as they are (export); the CSV as it is, gzip and
+ * Brotli, in the same run on the same data (export-compressed).
+ * @type {Array<{ format: 'csv' | 'json', encoding: 'identity' | 'gzip' | 'br' }>}
+ */
+const exportVariants = []
+if (parts.has('export'))
+  exportVariants.push({ format: 'csv', encoding: 'identity' }, { format: 'json', encoding: 'identity' })
+if (parts.has('export-compressed')) {
+  if (!parts.has('export')) exportVariants.push({ format: 'csv', encoding: 'identity' })
+  exportVariants.push({ format: 'csv', encoding: 'gzip' }, { format: 'csv', encoding: 'br' })
+}
+const exportPart = parts.has('export') || parts.has('export-compressed')
 const pagesSize = parts.has('pages') ? positive('BENCH_PAGES_ROWS', quick ? 20_000 : 1_000_000) : null
 const pageRequests = positive('BENCH_PAGE_REQUESTS', quick ? 10 : 50)
 const insightsSize = parts.has('insights')
@@ -245,7 +276,7 @@ function limitFor() {
   const sizes = new Set([...exportSizes, ...(pagesSize === null ? [] : [pagesSize])])
   for (const n of sizes) {
     let perDialect = 60 + seedLimitSeconds(n)
-    if (exportSizes.includes(n)) perDialect += 2 * (20 + exportLimitSeconds(n))
+    if (exportSizes.includes(n)) perDialect += exportVariants.length * (20 + exportLimitSeconds(n))
     if (pagesSize === n) perDialect += 20 + 9 * (pageCaseSeconds + 35)
     seconds += readDialects.length * perDialect
   }
@@ -859,7 +890,7 @@ try {
     }
     partSeconds.ingest = Math.round((Date.now() - ingestStarted) / 1000)
   }
-  if (parts.has('export') || parts.has('pages')) {
+  if (exportPart || parts.has('pages')) {
     const readsStarted = Date.now()
     console.error(
       `reads: exports at ${exportSizes.map(countLabel).join(', ') || '-'} events, pages at ` +
@@ -875,13 +906,14 @@ try {
       pgServerUrl,
       serverLogLevel,
       exportSizes,
+      exportVariants,
       pagesSize,
       pageRequests,
       pageCaseSeconds,
       settleMs: quick ? 300 : 1000,
     })
     Object.assign(serverLogs, reads.serverLogs)
-    partSeconds[[...parts].filter((p) => p === 'export' || p === 'pages').join('+')] = Math.round(
+    partSeconds[[...parts].filter((p) => p.startsWith('export') || p === 'pages').join('+')] = Math.round(
       (Date.now() - readsStarted) / 1000,
     )
   }
@@ -1107,7 +1139,7 @@ if (parts.has('ingest')) {
     )
   }
 }
-if (parts.has('export')) {
+if (exportPart) {
   console.log('')
   console.log(
     `Export: full, unfiltered GET /logs/export.csv|json of one account${quick ? ' (BENCH_QUICK: tiny datasets)' : ''}` +
@@ -1271,7 +1303,7 @@ if (problems.length > 0) {
         parts.has('ingest')
           ? 'every request answered 2xx, no socket errors, every acknowledged event stored exactly once'
           : '',
-        parts.has('export') ? 'every export had all rows' : '',
+        exportPart ? 'every export had all rows' : '',
         parts.has('pages') ? 'every page answered 200 with the expected rows' : '',
         parts.has('insights')
           ? 'every board, service and insights page answered 200 with what was expected'

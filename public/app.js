@@ -254,3 +254,19 @@ if ((liveLogs || liveBoard) && 'EventSource' in window) {
   window.addEventListener('pagehide', () => source.close())
 }
 // ---- end Live updates ----
+
+// "CSV for Excel": without this script the box is a form back to the page, which then links to the
+// CSV with bom=1; with it, the Download CSV link follows the box at once.
+for (const form of document.querySelectorAll('form[data-bom-form]')) {
+  const box = form.querySelector('input[data-bom-toggle]')
+  const link = form.closest('.downloads')?.querySelector('a[data-bom-link]')
+  const apply = form.querySelector('[data-bom-apply]')
+  if (!box || !link) continue
+  if (apply) apply.hidden = true
+  box.addEventListener('change', () => {
+    const url = new URL(link.getAttribute('href'), window.location.href)
+    if (box.checked) url.searchParams.set('bom', '1')
+    else url.searchParams.delete('bom')
+    link.setAttribute('href', `${url.pathname}${url.search}`)
+  })
+}

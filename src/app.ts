@@ -25,7 +25,8 @@ import { healthRoutes } from './http/api/health.js'
 import { INGEST_PATHS, ingestRoutes } from './http/api/ingest.js'
 import { openApiRoute, registerOpenApi } from './http/api/openapi.js'
 import { readRoutes } from './http/api/read-routes.js'
-import { streamRoutes } from './http/api/stream-routes.js'
+import { STREAM_PATH, streamRoutes } from './http/api/stream-routes.js'
+import { registerCompression } from './http/compression.js'
 import { loggerOptions } from './http/logging.js'
 import { Metrics, metricsRoute } from './http/metrics.js'
 import { answerClientError, answerFrameworkError, problems, registerProblemHandlers } from './http/problem.js'
@@ -87,6 +88,9 @@ export async function buildApp(options: BuildOptions): Promise<App> {
   }).withTypeProvider<TypeBoxTypeProvider>()
 
   registerProblemHandlers(app)
+  // gzip and Brotli for every route added from here on (Swagger UI's too), but the ingest paths
+  // (tiny answers; no work added per request) and the live stream (each message must leave at once).
+  await registerCompression(app, { uncompressed: new Set([...INGEST_PATHS, STREAM_PATH]) })
   // Before any route, so the OpenAPI document sees them all.
   await registerOpenApi(app, { version: packageVersion(), publicUrl: config.publicUrl })
 

@@ -7,6 +7,7 @@ import { mkdirSync, readFileSync, rmSync, statSync } from 'node:fs'
 import { join } from 'node:path'
 import { performance } from 'node:perf_hooks'
 import { Worker } from 'node:worker_threads'
+import { createBrotliDecompress, createGunzip } from 'node:zlib'
 import pg from 'pg'
 import { runNode, startServer } from './children.mjs'
 import { closeSession, csvCounter, jsonLinesCounter, login, request, timedGet } from './http.mjs'
@@ -64,6 +65,8 @@ export const exportLimitSeconds = (n) => 30 + Math.ceil(n / 15_000)
  * @property {string} pgServerUrl
  * @property {string} serverLogLevel
  * @property {number[]} exportSizes empty: no export part
+ * @property {Array<{ format: 'csv' | 'json', encoding: 'identity' | 'gzip' | 'br' }>} exportVariants
+ *   the downloads per export dataset (a format, asked for with this Accept-Encoding)
  * @property {number | null} pagesSize null: no pages part
  * @property {number} pageRequests measured requests per page case
  * @property {number} pageCaseSeconds time budget of one page case (it stops early, after >= 5 requests)
@@ -76,8 +79,9 @@ export const exportLimitSeconds = (n) => 30 + Math.ceil(n / 15_000)
  * @property {string} target
  * @property {number} n events in the database
  * @property {'csv' | 'json'} format
+ * @property {'identity' | 'gzip' | 'br'} encoding what the client accepted (and the server must send)
  * @property {number | null} records counted in the download
- * @property {number | null} bytes
+ * @property {number | null} bytes on the wire (compressed, when it was)
  * @property {number | null} seconds request sent to last byte
  * @property {number | null} firstByteMs
  * @property {number | null} rowsPerSecond
@@ -261,15 +265,17 @@ async function oneDataset(o, dialect, n, out) {
     }
 
     if (o.exportSizes.includes(n)) {
-      for (const format of /** @type {const} */ (['csv', 'json'])) {
+      for (const { format, encoding } of o.exportVariants) {
+        const plain = encoding === 'identity'
         // A fresh server per download: its idle RSS is not inflated by a previous export.
-        await withServer(`export-${format}`, async (server, session) => {
+        await withServer(`export-${format}${plain ? '' : `-${encoding}`}`, async (server, session) => {
           const row = await measureExport(
             server.pid,
             session,
             format,
+            encoding,
             n,
-            `${label} export.${format}`,
+            `${label} export.${format}${plain ? '' : ` (${encoding})`}`,
             dialect,
             o.settleMs,
           )
@@ -384,11 +390,14 @@ async function postgresDataset(o, n) {
 
 /**
  * Downloads /logs/export.<format> whole, counting records and bytes while sampling the server's RSS.
+ * With a compressed encoding the client inflates as the bytes arrive, as a browser does, and the
+ * time runs to the last inflated byte.
  * @param {number} pid @param {import('./http.mjs').Session} session @param {'csv' | 'json'} format
+ * @param {'identity' | 'gzip' | 'br'} encoding
  * @param {number} n @param {string} scenario @param {string} target @param {number} settleMs
  * @returns {Promise<ExportRow>}
  */
-async function measureExport(pid, session, format, n, scenario, target, settleMs) {
+async function measureExport(pid, session, format, encoding, n, scenario, target, settleMs) {
   /** @type {string[]} */
   const problems = []
   const idle = await idleRss(pid, settleMs)
@@ -405,16 +414,30 @@ async function measureExport(pid, session, format, n, scenario, target, settleMs
   let res = null
   let seconds = null
   let sampling = null
+  const inflater = encoding === 'gzip' ? createGunzip() : encoding === 'br' ? createBrotliDecompress() : null
+  const inflated = inflater
+    ? new Promise((resolve, reject) => {
+        inflater.on('data', (/** @type {Buffer} */ chunk) => counter.push(chunk))
+        inflater.once('end', resolve)
+        inflater.once('error', reject)
+      })
+    : null
   try {
     res = await request(session, {
       path: `/logs/export.${format}`,
+      headers: encoding === 'identity' ? {} : { 'accept-encoding': encoding },
       timeoutMs: exportLimitSeconds(n) * 1000,
       onData: (chunk) => {
         if (firstByteMs === null) firstByteMs = performance.now() - t0
         bytes += chunk.length
-        counter.push(chunk)
+        if (inflater) inflater.write(chunk)
+        else counter.push(chunk)
       },
     })
+    if (inflater) {
+      inflater.end()
+      await inflated
+    }
     seconds = (performance.now() - t0) / 1000
   } catch (err) {
     problems.push(`download failed: ${err instanceof Error ? err.message : String(err)}`)
@@ -426,6 +449,8 @@ async function measureExport(pid, session, format, n, scenario, target, settleMs
   const counted = counter.result()
   if (res) {
     if (res.status !== 200) problems.push(`HTTP ${res.status}`)
+    const sent = res.headers['content-encoding'] ?? 'identity'
+    if (sent !== encoding) problems.push(`Content-Encoding ${sent}, ${encoding} asked for`)
     const type = String(res.headers['content-type'] ?? '')
     if (!type.startsWith(format === 'csv' ? 'text/csv' : 'application/json'))
       problems.push(`content-type ${type}`)
@@ -448,6 +473,7 @@ async function measureExport(pid, session, format, n, scenario, target, settleMs
     target,
     n,
     format,
+    encoding,
     records: res ? counted.records : null,
     bytes: res ? bytes : null,
     seconds,

@@ -4,6 +4,7 @@
 import { AUDIT_ACTIONS } from '../domain/audit/log.js'
 import type { AuditEntry } from '../domain/audit/query.js'
 import type { SessionUser } from '../domain/sessions.js'
+import { type DownloadChoice, downloadLinks } from './downloads.js'
 import { html, type SafeHtml } from './html.js'
 import { layout, timeTag } from './layout.js'
 
@@ -20,8 +21,8 @@ export interface AuditPageData {
     filtered: boolean
     olderHref: string | null
     firstHref: string | null
-    csvHref: string
-    jsonHref: string
+    /** Download CSV / Download JSON and the "for Excel" choice. */
+    downloads: DownloadChoice
   } | null
 }
 
@@ -102,10 +103,7 @@ export function auditPage(d: AuditPageData): SafeHtml {
     results = html`<div class="toolbar">
         <p class="hint">${l.filtered ? 'Entries matching the filters, newest first.' : 'All entries, newest first.'}
           <span data-zone-note>Times are UTC.</span></p>
-        <div class="downloads">
-          <a class="button secondary" href="${l.csvHref}" download>Download CSV</a>
-          <a class="button secondary" href="${l.jsonHref}" download>Download JSON</a>
-        </div>
+        ${downloadLinks(l.downloads)}
       </div>
       ${table}
       <nav class="pager" aria-label="Pages">

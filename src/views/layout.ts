@@ -1,5 +1,6 @@
 // The one page layout: header, navigation, main content; shared by every page.
 import type { SessionUser } from '../domain/sessions.js'
+import { assetUrl } from './assets.js'
 import { html, type SafeHtml } from './html.js'
 
 export interface LayoutOptions {
@@ -35,9 +36,9 @@ export function layout(options: LayoutOptions): SafeHtml {
   <meta charset="utf-8">
   <meta name="viewport" content="width=device-width, initial-scale=1">
   <title>${title} · Shiplog</title>
-  <link rel="stylesheet" href="/static/app.css">
-  <link rel="icon" href="/static/favicon.svg" type="image/svg+xml">
-  <script src="/static/app.js" defer></script>
+  <link rel="stylesheet" href="${assetUrl('app.css')}">
+  <link rel="icon" href="${assetUrl('favicon.svg')}" type="image/svg+xml">
+  <script src="${assetUrl('app.js')}" defer></script>
 </head>
 <body>
   <a class="skip" href="#main">Skip to content</a>

@@ -5,6 +5,7 @@ import type { EventFilter } from '../domain/events/queries.js'
 import { readInstant } from '../domain/instants.js'
 import type { SessionUser } from '../domain/sessions.js'
 import { EVENT_STATUSES } from '../domain/text-rules.js'
+import { type DownloadChoice, downloadLinks } from './downloads.js'
 import { html, type SafeHtml } from './html.js'
 import { layout, timeTag } from './layout.js'
 
@@ -13,8 +14,8 @@ export interface LogsListing {
   rows: EventRow[]
   olderHref: string | null
   newerHref: string | null
-  csvHref: string
-  jsonHref: string
+  /** Download CSV / Download JSON and the "for Excel" choice. */
+  downloads: DownloadChoice
   /** True when the account has no events at all (not merely none matching). */
   accountIsEmpty: boolean
 }
@@ -148,10 +149,7 @@ export function logsPage(d: LogsPageData): SafeHtml {
       <div class="toolbar">
         <p class="hint">${filtered ? 'Events matching the filters, newest first.' : 'All events, newest first.'}
           <span data-zone-note>Times are UTC.</span></p>
-        <div class="downloads">
-          <a class="button secondary" href="${listing.csvHref}" download>Download CSV</a>
-          <a class="button secondary" href="${listing.jsonHref}" download>Download JSON</a>
-        </div>
+        ${downloadLinks(listing.downloads)}
       </div>
       ${table}
       <nav class="pager" aria-label="Pages">

@@ -371,7 +371,7 @@ test('a URL that does not decode (GET /%ff) → 400 problem+json with the securi
       )
       assert.equal(res.headers['x-content-type-options'], 'nosniff', url)
       assert.match(String(res.headers['content-security-policy']), /frame-ancestors 'none'/, url)
-      assert.equal(res.headers['x-frame-options'], 'SAMEORIGIN', url)
+      assert.equal(res.headers['x-frame-options'], 'DENY', url)
     }
   }
   await assertNothingStored(ctx)

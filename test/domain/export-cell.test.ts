@@ -4,9 +4,14 @@ import { test } from 'node:test'
 import fc from 'fast-check'
 import { BINARY_COPY_SIGNATURE, BinaryCopyReader } from '../../src/db/copy-binary.js'
 import {
+  CSV_CELL_JOIN,
   csvCellBytes,
-  csvCellsFromSeparated,
-  plainCsvCellsInPlace,
+  guardQuotedCells,
+  QUOTED_AMBIGUOUS,
+  QUOTED_GUARDS,
+  QUOTED_PLAIN,
+  quotedJoinState,
+  writeCsvEmpty,
 } from '../../src/domain/events/export/bytes.js'
 import { csvCell } from '../../src/domain/events/export/format.js'
 
@@ -56,45 +61,45 @@ test('csvCellBytes writes the UTF-8 of csvCell, for any text, wherever the value
   )
 })
 
-test('csvCellsFromSeparated writes csvCell of each value, comma-joined, and refuses a split it cannot be sure of', () => {
-  const SEPARATOR = '\u001f'
-  fc.assert(
-    fc.property(
-      fc.array(cellText, { minLength: 1, maxLength: 12 }),
-      fc.integer({ min: 1, max: 12 }),
-      (values, cells) => {
-        const joined = values.join(SEPARATOR)
-        const pieces = joined.split(SEPARATOR)
-        const source = Buffer.from(joined, 'utf8')
-        const out = Buffer.alloc(2 * source.length + 3 * pieces.length)
-        const written = csvCellsFromSeparated(source, 0, source.length, 0x1f, cells, out, 0)
-        // The bytes split into exactly `cells` values, or the answer is -1.
-        if (pieces.length === cells) {
-          assert.equal(out.subarray(0, written).toString('utf8'), pieces.map(csvCell).join(','))
-        } else {
-          assert.equal(written, -1)
-        }
-        // So `cells` values of which one holds the separator are never misread as other values.
-        if (values.length === cells && values.some((v) => v.includes(SEPARATOR))) assert.equal(written, -1)
-      },
-    ),
-    { numRuns: 3000 },
-  )
+test('every text cell is quoted: csvCell quotes any text (empty and absent too), guards formula starts, leaves integers bare', () => {
+  assert.equal(csvCell(null), '""')
+  assert.equal(csvCell(''), '""')
+  assert.equal(csvCell('prod'), '"prod"')
+  assert.equal(csvCell("x;=cmd|' /C calc'!A0"), `"x;=cmd|' /C calc'!A0"`)
+  assert.equal(csvCell('=1+1'), `"'=1+1"`)
+  assert.equal(csvCell('a"b'), '"a""b"')
+  assert.equal(csvCell(42), '42')
+  assert.equal(csvCell(-1), `"'-1"`)
+  const out = Buffer.alloc(2)
+  assert.equal(out.subarray(0, writeCsvEmpty(out, 0)).toString(), csvCell(null))
 })
 
-test('plainCsvCellsInPlace says yes exactly when csvCell leaves every value as it is, and then writes the cells', () => {
-  const SEPARATOR = '\u001f'
+test('quotedJoinState and guardQuotedCells: values joined by "," and quoted at both ends are csvCell of each, or the record is refused when a value holds a quote', () => {
   fc.assert(
     fc.property(
-      fc.array(fc.oneof(cellText, fc.constantFrom('a', 'b c', '', 'é😀')), { minLength: 1, maxLength: 12 }),
-      fc.integer({ min: 1, max: 12 }),
-      (values, cells) => {
-        const joined = values.join(SEPARATOR)
-        const pieces = joined.split(SEPARATOR)
+      fc.array(fc.oneof(cellText, fc.constantFrom('a', 'b c', '', 'é😀', ';=x', '-1', CSV_CELL_JOIN)), {
+        minLength: 1,
+        maxLength: 12,
+      }),
+      (values) => {
+        const joined = values.join(CSV_CELL_JOIN)
         const buffer = Buffer.from(joined, 'utf8')
-        const plain = plainCsvCellsInPlace(buffer, 0, buffer.length, 0x1f, cells)
-        assert.equal(plain, pieces.length === cells && pieces.every((p) => csvCell(p) === p))
-        if (plain) assert.equal(buffer.toString('utf8'), pieces.map(csvCell).join(','))
+        const want = values.map(csvCell).join(',')
+        const state = quotedJoinState(buffer, 0, buffer.length, values.length)
+        if (values.some((v) => v.includes('"'))) {
+          // Where one value ends is a guess: never taken.
+          assert.equal(state, QUOTED_AMBIGUOUS)
+          return
+        }
+        if (state === QUOTED_PLAIN) {
+          assert.equal(`"${joined}"`, want)
+        } else {
+          assert.equal(state, QUOTED_GUARDS)
+          const out = Buffer.alloc(buffer.length + values.length)
+          const written = guardQuotedCells(buffer, 0, buffer.length, out, 0)
+          assert.equal(`"${out.subarray(0, written).toString('utf8')}"`, want)
+          assert.notEqual(`"${joined}"`, want, 'guards were needed')
+        }
       },
     ),
     { numRuns: 3000 },

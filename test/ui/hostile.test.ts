@@ -1,6 +1,7 @@
 // Hostile and non-Latin values are HTML-escaped on every page and neutralised in the CSV, never executed.
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
+import { assetUrl } from '../../src/views/assets.js'
 import { buildTestApp } from '../helper.js'
 import { deploy, linkHref, parseCsv, sharedFixture, shownVersions, userSession } from '../support/ui.js'
 
@@ -21,7 +22,11 @@ function assertInert(html: string, where: string): void {
   assert.ok(!html.includes('<script>alert(2)</script>'), `raw script from the url in ${where}`)
   assert.ok(!/<img\b/i.test(html), `an <img> element in ${where}`)
   assert.ok(!/<svg\b/i.test(html), `an <svg> element in ${where}`)
-  assert.deepEqual(scriptTags(html), ['<script src="/static/app.js" defer>'], `script tags in ${where}`)
+  assert.deepEqual(
+    scriptTags(html),
+    [`<script src="${assetUrl('app.js')}" defer>`],
+    `script tags in ${where}`,
+  )
 }
 
 // Built once for the file's read-only tests.

@@ -16,8 +16,10 @@ import {
   listAuditPage,
   parseAuditQuery,
 } from '../../domain/audit/query.js'
+import { parseBomParameter, UTF8_BOM } from '../../domain/events/export/format.js'
 import { auditPage } from '../../views/audit-page.js'
 import { errorPage } from '../../views/auth-pages.js'
+import { EXPORT_COMPRESSION } from '../compression.js'
 import { HttpProblem, sendProblem } from '../problem.js'
 import { auditFrom } from './audit-context.js'
 import type { UiContext } from './context.js'
@@ -32,6 +34,7 @@ const AuditQuerySchema = Type.Object(
     to: QueryValue,
     tz: QueryValue,
     before: QueryValue,
+    bom: QueryValue,
   },
   { additionalProperties: true },
 )
@@ -91,6 +94,9 @@ export const auditRoutes: FastifyPluginAsync<UiContext> = async (plain, ctx) => 
     const user = admin(request, reply)
     if (!user) return reply
     const query = read(request)
+    // The "CSV for Excel" box (src/views/downloads.ts) comes back to the page as `bom`.
+    const { bom, error: bomError } = parseBomParameter((request.query as Record<string, unknown>).bom)
+    if (bomError) query.errors.push(bomError)
     const { form, pairs } = typed(request.query as Record<string, unknown>)
     const common = {
       user,
@@ -116,8 +122,13 @@ export const auditRoutes: FastifyPluginAsync<UiContext> = async (plain, ctx) => 
               ? null
               : `/settings/audit/${queryString({ ...pairs, before: String(page.olderCursor) })}`,
           firstHref: query.before === undefined ? null : `/settings/audit/${queryString(pairs)}`,
-          csvHref: `/settings/audit/export.csv${queryString(pairs)}`,
-          jsonHref: `/settings/audit/export.json${queryString(pairs)}`,
+          downloads: {
+            pagePath: '/settings/audit/',
+            pageQuery: query.before === undefined ? pairs : { ...pairs, before: String(query.before) },
+            csvHref: `/settings/audit/export.csv${queryString({ ...pairs, ...(bom ? { bom: '1' } : {}) })}`,
+            jsonHref: `/settings/audit/export.json${queryString(pairs)}`,
+            bom,
+          },
         },
       }),
     )
@@ -126,11 +137,18 @@ export const auditRoutes: FastifyPluginAsync<UiContext> = async (plain, ctx) => 
   for (const format of ['csv', 'json'] as const) {
     app.get(
       `/settings/audit/export.${format}`,
-      { schema, attachValidation: true },
+      // Compressed at the levels that keep up with the stream (src/http/compression.ts).
+      { schema, attachValidation: true, compress: EXPORT_COMPRESSION },
       async (request, reply) => {
         const user = admin(request, reply)
         if (!user) return reply
-        const { filter, errors } = read(request)
+        const { filter, errors: filterErrors } = read(request)
+        // As on /logs/: a byte-order mark for Excel when asked, on the CSV only.
+        const { bom, error: bomError } =
+          format === 'csv'
+            ? parseBomParameter((request.query as Record<string, unknown>).bom)
+            : { bom: false, error: undefined }
+        const errors = bomError ? [...filterErrors, bomError] : filterErrors
         if (errors.length > 0) {
           const detail = errors.map((e) => `${e.message}.`).join(' ')
           if (/\btext\/html\b/.test(request.headers.accept ?? '')) {
@@ -159,8 +177,9 @@ export const auditRoutes: FastifyPluginAsync<UiContext> = async (plain, ctx) => 
         // The first entry is read before answering, so a database error is an error answer, not a
         // download cut short.
         const first = await entries.next()
-        async function* body(): AsyncGenerator<string> {
+        async function* body(): AsyncGenerator<string | Buffer> {
           if (format === 'csv') {
+            if (bom) yield UTF8_BOM
             yield AUDIT_CSV_HEADER
             if (!first.done) yield auditCsvLine(first.value)
             for await (const entry of entries) yield auditCsvLine(entry)

@@ -6,7 +6,7 @@ import { type Static, Type } from 'typebox'
 import { recordAudit } from '../../domain/audit/log.js'
 import { CHAIN_HEAD_HEADER, eventsHeadFor } from '../../domain/chain/heads.js'
 import type { FieldError } from '../../domain/events/event.js'
-import { exportEvents } from '../../domain/events/export/index.js'
+import { exportEvents, parseBomParameter, UTF8_BOM } from '../../domain/events/export/index.js'
 import {
   accountNames,
   anyEvent,
@@ -19,6 +19,7 @@ import {
 } from '../../domain/events/queries.js'
 import { errorPage } from '../../views/auth-pages.js'
 import { logsPage } from '../../views/logs-page.js'
+import { EXPORT_COMPRESSION } from '../compression.js'
 import { HttpProblem, sendProblem } from '../problem.js'
 import { auditFrom } from './audit-context.js'
 import type { UiContext } from './context.js'
@@ -42,6 +43,7 @@ const LogsQuerySchema = Type.Object(
     before: QueryValue,
     after: QueryValue,
     limit: QueryValue,
+    bom: QueryValue,
   },
   { additionalProperties: true },
 )
@@ -123,6 +125,9 @@ export const logsRoutes: FastifyPluginAsync<UiContext> = async (plain, ctx) => {
     const user = ctx.requireUser(request, reply)
     if (!user) return reply
     const { filter, page: position, errors } = readQuery(request, 'page')
+    // The "CSV for Excel" box (src/views/downloads.ts) comes back to the page as `bom`.
+    const { bom, error: bomError } = parseBomParameter(request.query.bom)
+    if (bomError) errors.push(bomError)
     const names = await accountNames(db, user.accountId)
     const suggestions = {
       services: [...names.service].sort(byName),
@@ -167,8 +172,18 @@ export const logsRoutes: FastifyPluginAsync<UiContext> = async (plain, ctx) => {
             page.newerCursor === null
               ? null
               : `/logs/${queryString({ ...filterQuery, ...limitQuery, after: String(page.newerCursor) })}`,
-          csvHref: `/logs/export.csv${queryString(filterQuery)}`,
-          jsonHref: `/logs/export.json${queryString(filterQuery)}`,
+          downloads: {
+            pagePath: '/logs/',
+            pageQuery: {
+              ...filterQuery,
+              ...limitQuery,
+              ...(position.before === undefined ? {} : { before: String(position.before) }),
+              ...(position.after === undefined ? {} : { after: String(position.after) }),
+            },
+            csvHref: `/logs/export.csv${queryString({ ...filterQuery, ...(bom ? { bom: '1' } : {}) })}`,
+            jsonHref: `/logs/export.json${queryString(filterQuery)}`,
+            bom,
+          },
           accountIsEmpty: page.rows.length === 0 && !(await anyEvent(db, user.accountId)),
         },
       }),
@@ -176,10 +191,17 @@ export const logsRoutes: FastifyPluginAsync<UiContext> = async (plain, ctx) => {
   })
 
   for (const format of ['csv', 'json'] as const) {
-    app.get(`/logs/export.${format}`, { schema, attachValidation: true }, async (request, reply) => {
+    // Compressed at the levels that keep up with the stream (src/http/compression.ts).
+    const options = { schema, attachValidation: true, compress: EXPORT_COMPRESSION }
+    app.get(`/logs/export.${format}`, options, async (request, reply) => {
       const user = ctx.requireUser(request, reply)
       if (!user) return reply
       const { filter, errors } = readQuery(request, 'export')
+      // The byte-order mark is the CSV's alone: JSON has none (RFC 8259 §8.1), and ignores `bom`
+      // like any other parameter it does not take.
+      const { bom, error: bomError } =
+        format === 'csv' ? parseBomParameter(request.query.bom) : { bom: false, error: undefined }
+      if (bomError) errors.push(bomError)
       if (errors.length > 0) return invalidFilter(ctx, request, reply, errors)
       // A download is a read: its entry stands alone (there is no change to share a transaction with).
       await recordAudit(db, {
@@ -196,6 +218,7 @@ export const logsRoutes: FastifyPluginAsync<UiContext> = async (plain, ctx) => {
       const chainHead = await eventsHeadFor(ctx.database.db, null)
       if (chainHead !== null) reply.header(CHAIN_HEAD_HEADER, chainHead)
       async function* body() {
+        if (bom) yield UTF8_BOM
         if (!first.done) yield first.value
         yield* chunks
       }

@@ -6,6 +6,7 @@ import fastifyStatic from '@fastify/static'
 import type { FastifyInstance, FastifyPluginAsync } from 'fastify'
 import { findSession } from '../../domain/sessions.js'
 import { PUBLIC_DIR } from '../../paths.js'
+import { staticAssets } from '../../views/assets.js'
 import { errorPage } from '../../views/auth-pages.js'
 import { HttpProblem, methodNotAllowed, toProblem } from '../problem.js'
 import { auditRoutes } from './audit-routes.js'
@@ -37,10 +38,25 @@ export const uiRoutes: FastifyPluginAsync<UiOptions> = async (app: FastifyInstan
     getUserInfo: csrfUserInfo,
     csrfOpts: { hmacKey: `${config.secret}:csrf` },
   })
+  // The pages load each file from a URL that names its content (src/views/assets.ts): the
+  // browser keeps it for a year and an upgrade, being new content, is a new URL.
+  for (const [name, asset] of staticAssets()) {
+    // `file` as @fastify/static marks its routes: a public file, the same bytes for everyone.
+    app.get(asset.url, { config: { file: `/${name}` } }, async (request, reply) => {
+      reply
+        .header('cache-control', 'public, max-age=31536000, immutable')
+        .header('etag', asset.etag)
+        .type(asset.contentType)
+      if (request.headers['if-none-match'] === asset.etag) return reply.code(304).send()
+      return reply.send(asset.body)
+    })
+  }
+  // The plain names still answer, for links from elsewhere, but are revalidated every time: a
+  // browser holding one after an upgrade must not run the old code.
   await app.register(fastifyStatic, {
     root: PUBLIC_DIR,
     prefix: '/static/',
-    maxAge: '1h',
+    maxAge: 0,
     index: false,
     wildcard: false,
   })

@@ -1,5 +1,5 @@
 // The byte writer of the exports: one Buffer per chunk, and writers for integers, times, CSV cells and JSON strings.
-import { CSV_FORMULA_GUARD, CSV_FORMULA_STARTS, CSV_QUOTE, CSV_QUOTE_TRIGGERS, csvCell } from './format.js'
+import { CSV_FORMULA_GUARD, CSV_FORMULA_STARTS, CSV_QUOTE, csvCell } from './format.js'
 
 /**
  * The bytes of one chunk, written row by row straight into one Buffer: no string per row or per
@@ -37,7 +37,6 @@ const BACKSLASH = 0x5c
 // no multi-byte sequence contains.
 const QUOTE_BYTE = CSV_QUOTE.charCodeAt(0)
 const GUARD_BYTE = CSV_FORMULA_GUARD.charCodeAt(0)
-const NEEDS_QUOTES = byteTable(CSV_QUOTE_TRIGGERS)
 const FORMULA_START = byteTable(CSV_FORMULA_STARTS)
 
 function byteTable(characters: readonly string[]): Uint8Array {
@@ -72,7 +71,7 @@ export function writeInteger(out: Buffer, at: number, value: number): number {
   return at + digits
 }
 
-/** An integer as its CSV cell: a negative one starts with "-", a formula start, so csvCell has it. */
+/** An integer as its CSV cell, bare; a negative one starts with "-", a formula start, so csvCell has it. */
 export function writeCsvInteger(out: Buffer, at: number, value: number): number {
   if (!Number.isSafeInteger(value) || value < 0) return writeText(out, at, csvCell(value))
   return writeInteger(out, at, value)
@@ -136,31 +135,36 @@ export function writeIsoTime(out: Buffer, at: number, ms: number): number {
 const FOUR_DIGIT_YEARS_FROM = -62_167_219_200_000
 const FOUR_DIGIT_YEARS_TO = 253_402_300_799_999
 
-/** A time as its CSV cell: outside years 0000–9999 the ISO form starts with "-" or "+", so csvCell has it. */
+/**
+ * A time as its CSV cell, quoted like all text: outside years 0000–9999 the ISO form starts with "-"
+ * or "+", so csvCell has it.
+ */
 export function writeCsvTime(out: Buffer, at: number, ms: number): number {
   if (ms < FOUR_DIGIT_YEARS_FROM || ms > FOUR_DIGIT_YEARS_TO) {
     return writeText(out, at, csvCell(new Date(ms).toISOString()))
   }
-  return writeIsoTime(out, at, ms)
+  out[at] = QUOTE_BYTE
+  const pos = writeIsoTime(out, at + 1, ms)
+  out[pos] = QUOTE_BYTE
+  return pos + 1
+}
+
+/** An absent value's CSV cell, `""` (csvCell(null)). */
+export function writeCsvEmpty(out: Buffer, at: number): number {
+  out[at] = QUOTE_BYTE
+  out[at + 1] = QUOTE_BYTE
+  return at + 2
 }
 
 /**
- * The UTF-8 bytes of a text value as csvCell writes it, from its UTF-8 bytes. Room needed: twice the
- * length plus three.
+ * The UTF-8 bytes of a text value as csvCell writes it, from its UTF-8 bytes: quoted, its quotes
+ * doubled, a guard before a formula start. Room needed: twice the length plus three.
  */
 export function csvCellBytes(source: Buffer, start: number, end: number, out: Buffer, at: number): number {
-  let quote = false
-  for (let i = start; i < end; i++) {
-    if (NEEDS_QUOTES[source[i] as number] === 1) {
-      quote = true
-      break
-    }
-  }
   let pos = at
-  if (quote) out[pos++] = QUOTE_BYTE
+  out[pos++] = QUOTE_BYTE
   // An empty value has no first byte: source[start] is then another field's, or undefined.
   if (end > start && FORMULA_START[source[start] as number] === 1) out[pos++] = GUARD_BYTE
-  if (!quote) return copyBytes(source, start, end, out, pos)
   for (let i = start; i < end; i++) {
     const b = source[i] as number
     out[pos++] = b
@@ -171,60 +175,61 @@ export function csvCellBytes(source: Buffer, start: number, end: number, out: Bu
 }
 
 /**
- * `cells` CSV cells joined by commas, as csvCell writes each, from UTF-8 bytes that hold their values
- * joined by `separator` (an ASCII byte). Returns the new position, or -1 when the bytes do not hold
- * exactly `cells` values: then a value held the separator itself, the split would be a guess, and
- * what was written must be thrown away. Room needed: twice the length plus three per cell.
+ * What a record's text values joined by CSV_CELL_JOIN (`","`) need before they are its cells, once
+ * a quote is put before and after them: nothing (QUOTED_PLAIN), a guard before some value
+ * (QUOTED_GUARDS, see guardQuotedCells), or — when a value holds a quote itself, so that where one
+ * value ends is a guess — the record written another way (QUOTED_AMBIGUOUS).
  */
-export function csvCellsFromSeparated(
+export const QUOTED_PLAIN = 0
+export const QUOTED_GUARDS = 1
+export const QUOTED_AMBIGUOUS = 2
+export type QuotedJoinState = typeof QUOTED_PLAIN | typeof QUOTED_GUARDS | typeof QUOTED_AMBIGUOUS
+
+/** What joins a record's values so that, quoted at both ends, they read as quoted cells. */
+export const CSV_CELL_JOIN = `${CSV_QUOTE},${CSV_QUOTE}`
+
+/**
+ * Scans `cells` values joined by CSV_CELL_JOIN. The join holds two quotes; values hold none exactly
+ * when the bytes hold 2 × (cells − 1), and then every second quote ends a join, so the byte after it
+ * starts a value. One pass, reading only: the common record is done without a byte moved.
+ */
+export function quotedJoinState(buffer: Buffer, start: number, end: number, cells: number): QuotedJoinState {
+  let guards = end > start && FORMULA_START[buffer[start] as number] === 1
+  let quotes = 0
+  for (let i = start; i < end; i++) {
+    if (buffer[i] !== QUOTE_BYTE) continue
+    quotes++
+    if ((quotes & 1) === 0 && i + 1 < end && FORMULA_START[buffer[i + 1] as number] === 1) guards = true
+  }
+  if (quotes !== 2 * (cells - 1)) return QUOTED_AMBIGUOUS
+  return guards ? QUOTED_GUARDS : QUOTED_PLAIN
+}
+
+/**
+ * Copies values joined by CSV_CELL_JOIN, none holding a quote (quotedJoinState said
+ * QUOTED_GUARDS), with the guard before each value that starts a formula. Room needed: the length
+ * plus one per value.
+ */
+export function guardQuotedCells(
   source: Buffer,
   start: number,
   end: number,
-  separator: number,
-  cells: number,
   out: Buffer,
   at: number,
 ): number {
   let pos = at
-  let cellStart = start
-  let count = 0
-  for (let i = start; i <= end; i++) {
-    if (i < end && source[i] !== separator) continue
-    if (++count > cells) return -1
-    if (count > 1) out[pos++] = COMMA
-    pos = csvCellBytes(source, cellStart, i, out, pos)
-    cellStart = i + 1
-  }
-  return count === cells ? pos : -1
-}
-
-/**
- * csvCellsFromSeparated's common case, done in place: when the bytes hold exactly `cells` values and
- * csvCell leaves every one as it is (no quote, comma or line break, no formula start), turns each
- * separator into a comma and returns true. Otherwise returns false, and the bytes are garbage: the
- * caller writes the values again and escapes them.
- */
-export function plainCsvCellsInPlace(
-  buffer: Buffer,
-  start: number,
-  end: number,
-  separator: number,
-  cells: number,
-): boolean {
-  if (end > start && FORMULA_START[buffer[start] as number] === 1) return false
-  let count = 1
+  if (end > start && FORMULA_START[source[start] as number] === 1) out[pos++] = GUARD_BYTE
+  let quotes = 0
   for (let i = start; i < end; i++) {
-    const b = buffer[i] as number
-    if (b === separator) {
-      if (++count > cells) return false
-      buffer[i] = COMMA
-      // The next value's first byte (or the next separator, or the end, for an empty value).
-      if (i + 1 < end && FORMULA_START[buffer[i + 1] as number] === 1) return false
-    } else if (NEEDS_QUOTES[b] === 1) {
-      return false
+    const b = source[i] as number
+    out[pos++] = b
+    if (b !== QUOTE_BYTE) continue
+    quotes++
+    if ((quotes & 1) === 0 && i + 1 < end && FORMULA_START[source[i + 1] as number] === 1) {
+      out[pos++] = GUARD_BYTE
     }
   }
-  return count === cells
+  return pos
 }
 
 /** The bytes of a text value as JSON.stringify writes it, from its UTF-8 bytes. */

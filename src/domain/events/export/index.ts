@@ -5,7 +5,15 @@ import { CSV_HEADER, type ExportFormat } from './format.js'
 import { POSTGRES_CHUNK_ROWS, postgresChunks } from './postgres.js'
 import { SQLITE_CHUNK_ROWS, sqliteChunks } from './sqlite.js'
 
-export { CSV_HEADER, csvCell, type ExportFormat, eventToCsvLine, eventToJson } from './format.js'
+export {
+  CSV_HEADER,
+  csvCell,
+  type ExportFormat,
+  eventToCsvLine,
+  eventToJson,
+  parseBomParameter,
+  UTF8_BOM,
+} from './format.js'
 export { POSTGRES_CHUNK_ROWS, SQLITE_CHUNK_ROWS }
 
 /** Rows per chunk when the caller does not choose: each dialect's own (see its chunker). */
@@ -33,7 +41,8 @@ export async function* exportEvents(
       ? sqliteChunks(database, plan, format, chunkRows)
       : postgresChunks(database, plan, format, chunkRows)
   let first = await chunks.next()
-  // No byte-order mark: tools that read the header literally would see it as part of "id".
+  // No byte-order mark: tools that read the header literally would see it as part of "id" (the
+  // route adds one when asked, `?bom=1`).
   yield Buffer.from(format === 'csv' ? CSV_HEADER : '[', 'latin1')
   let empty = true
   while (!first.done) {

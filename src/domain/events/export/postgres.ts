@@ -17,6 +17,7 @@ import {
   LF,
   QUOTE,
   writeAscii,
+  writeCsvEmpty,
   writeCsvInteger,
   writeCsvTime,
   writeInteger,
@@ -98,8 +99,11 @@ class PostgresRowWriter {
       for (let field = 2; field < PG_FIELDS; field++) {
         out[pos++] = COMMA
         const length = reader.field()
-        // NULL and '' are both an empty cell.
-        if (length > 0) pos = csvCellBytes(message, reader.start, reader.start + length, out, pos)
+        // NULL and '' are both the quoted empty cell.
+        pos =
+          length < 0
+            ? writeCsvEmpty(out, pos)
+            : csvCellBytes(message, reader.start, reader.start + length, out, pos)
       }
       out[pos++] = CR
       out[pos++] = LF

@@ -9,11 +9,14 @@ import {
   ChunkBytes,
   COMMA,
   CR,
+  CSV_CELL_JOIN,
   copyBytes,
-  csvCellsFromSeparated,
+  guardQuotedCells,
   LF,
-  plainCsvCellsInPlace,
   QUOTE,
+  QUOTED_AMBIGUOUS,
+  QUOTED_PLAIN,
+  quotedJoinState,
   writeCsvInteger,
   writeCsvTime,
   writeInteger,
@@ -45,24 +48,18 @@ const SQLITE_TEXT_COLUMNS = [
 ]
 
 /**
- * What joins a record's values in SQLite: U+001F (unit separator), a control character, which
- * ingest refuses in every field. Should a stored value hold one all the same, the record has more
- * separators than its ten values do, and it is read again value by value (see sqliteCsvChunk).
- */
-const SEPARATOR = 0x1f
-
-/**
- * What SQLite selects for a CSV record: id, received_at, and the other ten values (NULL as empty,
- * which is its CSV cell) joined by SEPARATOR. One string a row costs a fraction of one value per
- * cell (better-sqlite3 pays per value), and SQLite only concatenates: escaping each cell in SQL took
- * it some sixty function calls a row, more than doubling the export's CPU time. The cells are
- * escaped from the bytes here, by the writer the PostgreSQL export uses.
+ * What SQLite selects for a CSV record: id, received_at, and the other ten values (NULL as empty)
+ * joined by `","`, so that with a quote before and after they are the record's quoted cells
+ * (format.ts). One string a row costs a fraction of one value per cell (better-sqlite3 pays per
+ * value), and SQLite only concatenates: escaping each cell in SQL took it some sixty function calls
+ * a row, more than doubling the export's CPU time. The bytes are checked here (bytes.ts:
+ * quotedJoinState): a value holding a quote, rare, makes the record be written from its row.
  */
 const SQLITE_CSV_COLUMNS = sql.raw(
   [
     'events.id',
     'events.received_at',
-    SQLITE_TEXT_COLUMNS.map((column) => `ifnull(${column}, '')`).join(` || char(${SEPARATOR}) || `),
+    SQLITE_TEXT_COLUMNS.map((column) => `ifnull(${column}, '')`).join(` || '${CSV_CELL_JOIN}' || `),
   ].join(', '),
 )
 
@@ -84,33 +81,28 @@ const SQLITE_JSON_COLUMNS = sql.raw(
 type CsvRow = [id: number, receivedAt: number, values: string]
 type JsonRow = [id: number, receivedAt: number, object: string]
 
-/** Each escaped record's values as UTF-8, reused (a record is written before the next one is read). */
+/** A record's values as UTF-8 while guards go in, reused (a record is written before the next one is read). */
 let valueBytes = Buffer.allocUnsafe(4096)
 
 function sqliteCsvChunk(sql: SqlReader, rows: CsvRow[]): Buffer {
   const chunk = new ChunkBytes(rows.length * 256)
   for (const [id, receivedAt, values] of rows) {
-    // UTF-8 takes at most three bytes per UTF-16 unit; id, time and separators fit in 64.
-    chunk.reserve(values.length * 3 + 64)
-    let out = chunk.buffer
+    // UTF-8 takes at most three bytes per UTF-16 unit; id, time, quotes, commas, a guard per value
+    // and CR LF fit in 96. Reserved once: a reserve made after writing would drop what it wrote.
+    chunk.reserve(values.length * 3 + 96)
+    const out = chunk.buffer
     let pos = writeCsvInteger(out, chunk.length, id)
     out[pos++] = COMMA
     pos = writeCsvTime(out, pos, receivedAt)
     out[pos++] = COMMA
-    // Most records need no escaping: their bytes, separators made commas, are the cells.
+    out[pos++] = QUOTE
+    // Most records need nothing more: their bytes, quoted at both ends, are the cells.
     const end = writeText(out, pos, values)
-    if (plainCsvCellsInPlace(out, pos, end, SEPARATOR, SQLITE_TEXT_COLUMNS.length)) {
+    const state = quotedJoinState(out, pos, end, SQLITE_TEXT_COLUMNS.length)
+    if (state === QUOTED_PLAIN) {
       pos = end
-    } else {
-      if (values.length * 3 > valueBytes.length) valueBytes = Buffer.allocUnsafe(values.length * 3)
-      const length = valueBytes.write(values, 0)
-      // Escaping at most doubles a value and adds three bytes; then CR LF.
-      chunk.reserve(pos - chunk.length + length * 2 + 3 * SQLITE_TEXT_COLUMNS.length + 2)
-      out = chunk.buffer
-      pos = csvCellsFromSeparated(valueBytes, 0, length, SEPARATOR, SQLITE_TEXT_COLUMNS.length, out, pos)
-    }
-    if (pos < 0) {
-      // A value holds the separator: this record the plain way, from its row (left out when it was
+    } else if (state === QUOTED_AMBIGUOUS) {
+      // A value holds a quote: this record the plain way, from its row (left out when it was
       // deleted since the chunk was read, as if deleted just before).
       const row = sql.get<EventRow>('select * from events where id = ?', id)
       if (row) {
@@ -119,7 +111,13 @@ function sqliteCsvChunk(sql: SqlReader, rows: CsvRow[]): Buffer {
         chunk.length = writeText(chunk.buffer, chunk.length, line)
       }
       continue
+    } else {
+      const length = end - pos
+      if (length > valueBytes.length) valueBytes = Buffer.allocUnsafe(length * 2)
+      out.copy(valueBytes, 0, pos, end)
+      pos = guardQuotedCells(valueBytes, 0, length, out, pos)
     }
+    out[pos++] = QUOTE
     out[pos++] = CR
     out[pos++] = LF
     chunk.length = pos
