@@ -29,7 +29,9 @@ export const PROBLEMS = {
   404: problem('Nothing of that name in the account.'),
   405: problem('Wrong method on a known path; see the Allow header.'),
   413: problem('The body is larger than 16 KiB.'),
-  414: problem('A path parameter is longer than the server takes (the badge path: service and environment names).'),
+  414: problem(
+    'A path parameter is longer than the server takes (the badge path: service and environment names).',
+  ),
   415: problem('The content type is not accepted here.'),
   422: problem('Invalid fields or parameters; every one is listed in `errors`.'),
   429: problem('Rate limit of the key exceeded; see Retry-After and RateLimit-* headers.'),
