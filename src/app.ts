@@ -33,6 +33,7 @@ import { answerClientError, answerFrameworkError, problems, registerProblemHandl
 import { MemoryRateLimitStore, type RateLimitStore, RedisRateLimitStore } from './http/rate-limit.js'
 import { API_SECURITY_HEADERS, SECURITY_HEADERS } from './http/security-headers.js'
 import { guardText } from './http/text-guard.js'
+import { BADGE_PATH } from './http/ui/badge-routes.js'
 import { uiRoutes } from './http/ui/plugin.js'
 import { PACKAGE_JSON } from './paths.js'
 import type { AppResources } from './resources.js'
@@ -195,7 +196,7 @@ export async function buildApp(options: BuildOptions): Promise<App> {
   })
 
   // Before any route: text no route could store (U+0000 on PostgreSQL) never reaches a handler.
-  guardText(app, INGEST_PATHS)
+  guardText(app, new Set([...INGEST_PATHS, BADGE_PATH]))
 
   await app.register(healthRoutes, { database })
   await app.register(ingestRoutes, {

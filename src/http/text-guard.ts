@@ -14,7 +14,7 @@ const MAX_DEPTH = 8
  * C1 controls and text-direction overrides are refused from new text only, and names stored before
  * that may hold them, so a path may still name one.
  */
-function badPathParam(value: string): boolean {
+export function namesNothing(value: string): boolean {
   for (let i = 0; i < value.length; i++) {
     const c = value.charCodeAt(i)
     if (c <= 0x1f || c === 0x7f) return true
@@ -36,35 +36,43 @@ function fieldsWithNul(value: unknown, path: string, depth: number, out: string[
   }
 }
 
-/**
- * Registers the guard for every route of `app` (call it before the routes are registered).
- * `ownRules` lists routes whose handlers list every bad field themselves in a contract's shape
- * (ingest): their bodies are left to them. Their path parameters are none.
- */
-export function guardText(app: FastifyInstance, ownRules: ReadonlySet<string>): void {
-  app.addHook('preValidation', async (request: FastifyRequest) => {
-    const params = request.params as Record<string, unknown> | undefined
-    if (params && typeof params === 'object') {
-      for (const value of Object.values(params)) {
-        if (typeof value === 'string' && badPathParam(value)) {
-          throw new HttpProblem(404, 'not-found', 'Not Found', 'There is nothing at this address.')
-        }
+/** The guard itself: a preValidation hook. */
+async function checkText(request: FastifyRequest): Promise<void> {
+  const params = request.params as Record<string, unknown> | undefined
+  if (params && typeof params === 'object') {
+    for (const value of Object.values(params)) {
+      if (typeof value === 'string' && namesNothing(value)) {
+        throw new HttpProblem(404, 'not-found', 'Not Found', 'There is nothing at this address.')
       }
     }
-    if (request.body === undefined || ownRules.has(request.routeOptions.url ?? '')) return
-    const bad: string[] = []
-    fieldsWithNul(request.body, '', 0, bad)
-    if (bad.length === 0) return
-    const errors: FieldError[] = bad.map((field) => ({
-      field,
-      message: `${field} must not contain control characters`,
-    }))
-    throw new HttpProblem(
-      422,
-      'invalid-text',
-      'Invalid text',
-      `${bad.join(', ')} must not contain control characters; nothing was changed.`,
-      { errors },
-    )
+  }
+  if (request.body === undefined) return
+  const bad: string[] = []
+  fieldsWithNul(request.body, '', 0, bad)
+  if (bad.length === 0) return
+  const errors: FieldError[] = bad.map((field) => ({
+    field,
+    message: `${field} must not contain control characters`,
+  }))
+  throw new HttpProblem(
+    422,
+    'invalid-text',
+    'Invalid text',
+    `${bad.join(', ')} must not contain control characters; nothing was changed.`,
+    { errors },
+  )
+}
+
+/**
+ * Puts the guard first on every route added to `app` after this call. `ownRules` lists routes
+ * that answer such text themselves in a contract's shape: ingest lists every bad field (and has no
+ * path parameters), so an ingest request costs exactly what it did; a badge answers "unknown
+ * badge" in the format asked for, as for any other path that names no badge.
+ */
+export function guardText(app: FastifyInstance, ownRules: ReadonlySet<string>): void {
+  app.addHook('onRoute', (route) => {
+    if (ownRules.has(route.url ?? '')) return
+    const own = route.preValidation
+    route.preValidation = own === undefined ? [checkText] : [checkText, ...(Array.isArray(own) ? own : [own])]
   })
 }

@@ -50,7 +50,9 @@ test('no route or view matches digits itself: instants and whole numbers go thro
       // The payload inside a cursor this server signed (HMAC checked before it is read).
       !(line.startsWith('http/api/read-params.ts:') && line.includes('1:([1-9]\\d{0,14})')) &&
       // A %XX escape in a logged URL, two hex digits.
-      !/^http\/logging\.ts:\d+: .*parseInt\(hex, 16\)/.test(line),
+      !/^http\/logging\.ts:\d+: .*parseInt\(hex, 16\)/.test(line) &&
+      // A pattern the OpenAPI document declares for a header Shiplog sends: it parses nothing.
+      !/^http\/api\/openapi-document\.ts:\d+: +schema: \{ type: 'string', pattern: /.test(line),
   )
   assert.deepEqual(found, [])
 })

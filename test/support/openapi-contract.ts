@@ -124,7 +124,16 @@ export class OpenApiContract {
     const where = `${answer.method} ${path} → ${answer.status}`
     const operation = item[method]
     let pointer: string[]
-    if (!operation) {
+    // A URL refused before routing (not percent-encoded UTF-8: 400; a path parameter over the
+    // length limit: 414) is refused whatever the method: it must be what the path's operations
+    // declare for that status.
+    const beforeRouting = answer.status === 400 || answer.status === 414
+    const declaring = beforeRouting
+      ? Object.entries(item).find(([, op]) => op?.responses?.[String(answer.status)] !== undefined)
+      : undefined
+    if (!operation && declaring) {
+      pointer = ['paths', path, declaring[0], 'responses', String(answer.status)]
+    } else if (!operation) {
       // A method the path does not offer: the document's shared 405 answer, and nothing else.
       if (answer.status !== 405) return [`${where}: not an operation of the document`]
       pointer = ['components', 'responses', 'MethodNotAllowed']

@@ -7,6 +7,7 @@ import { Type } from 'typebox'
 import { accountByBadgeToken, type BadgeState, badgeState } from '../../domain/services.js'
 import { type BadgeTone, badgeSvg, shieldsEndpoint } from '../../views/badge.js'
 import { PUBLIC, problemResponses } from '../api/openapi-schemas.js'
+import { namesNothing } from '../text-guard.js'
 import type { UiContext } from './context.js'
 
 const BadgeParams = Type.Object({
@@ -106,11 +107,14 @@ function send(
   return reply.code(status).send(body)
 }
 
+/** The badge route's path, which answers text no name can hold itself (see text-guard.ts). */
+export const BADGE_PATH = '/badge/:token/:service/:file'
+
 export const badgeRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app, ctx) => {
   const { db } = ctx.database
 
   app.get(
-    '/badge/:token/:service/:file',
+    BADGE_PATH,
     // A malformed path (too long) gets the same refusal as a wrong token, never an HTML page.
     { schema: { params: BadgeParams, ...BADGE_DOC }, attachValidation: true },
     async (request, reply) => {
@@ -119,7 +123,9 @@ export const badgeRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app, ctx
       const format = match?.[2] === 'json' ? 'json' : 'svg'
       // One answer for every refusal (wrong or old token, bad path), whatever the service: the
       // token is checked first, by one indexed lookup that does not depend on the service.
-      const account = request.validationError || !match ? undefined : await accountByBadgeToken(db, token)
+      // A control character or a lone surrogate names nothing (and PostgreSQL cannot hold U+0000).
+      const named = !request.validationError && match && ![token, service, file].some(namesNothing)
+      const account = named ? await accountByBadgeToken(db, token) : undefined
       if (!account || !match?.[1])
         return send(request, reply, 404, format, 'shiplog', 'unknown badge', 'none')
       const environment = match[1]

@@ -57,10 +57,16 @@ const CsrfOnlyBody = Type.Object(CSRF)
 const ID_FORM = { schema: { params: IdParams, body: CsrfOnlyBody } }
 
 /** The numeric id in the path; anything else is a 404 (there is no such item). */
-function idParam(request: { params: { id: string } }): number {
-  const raw = request.params.id
-  const id = parseWholeNumber(raw, 1, MAX_ID)
-  if (id === undefined) throw new HttpProblem(404, 'not-found', 'Not found', 'There is no such item.')
+const noSuchKey = () => new HttpProblem(404, 'not-found', 'No such key', 'This account has no such API key.')
+const noSuchUser = () => new HttpProblem(404, 'not-found', 'No such user', 'This account has no such user.')
+
+/**
+ * The id in the path. One that is not an id at all (`0x10`, `007`) gets the very answer of an id
+ * the account does not have: nobody learns more from the one than from the other.
+ */
+function idParam(request: { params: { id: string } }, noSuch: () => HttpProblem): number {
+  const id = parseWholeNumber(request.params.id, 1, MAX_ID)
+  if (id === undefined) throw noSuch()
   return id
 }
 
@@ -70,8 +76,7 @@ function idParam(request: { params: { id: string } }): number {
  */
 async function keepingAnAdmin(change: () => Promise<boolean>): Promise<string | undefined> {
   try {
-    if (!(await change()))
-      throw new HttpProblem(404, 'not-found', 'No such user', 'This account has no such user.')
+    if (!(await change())) throw noSuchUser()
     return undefined
   } catch (err) {
     if (err instanceof LastAdminError) return 'The account must keep at least one admin.'
@@ -199,7 +204,7 @@ export const settingsRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app, 
     const row = await revokeApiKeyEverywhere(
       ctx.database,
       user.accountId,
-      String(idParam(request)),
+      String(idParam(request, noSuchKey)),
       ctx.verifier,
       (trx, revoked) =>
         recordAudit(trx, {
@@ -209,7 +214,7 @@ export const settingsRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app, 
           details: { scopes: scopesFromColumn(revoked.scopes) },
         }),
     )
-    if (!row) throw new HttpProblem(404, 'not-found', 'No such key', 'This account has no such API key.')
+    if (!row) throw noSuchKey()
     return ctx.redirectWithFlash(reply, user, '/settings/', {
       notice: 'The key is revoked: requests using it are refused from now on.',
     })
@@ -273,7 +278,7 @@ export const settingsRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app, 
       if (!isUserRole(role)) {
         return render(request, reply, user, { errors: ['Role must be admin or member.'] }, 422)
       }
-      const id = idParam(request)
+      const id = idParam(request, noSuchUser)
       const refused = await keepingAnAdmin(() =>
         db.transaction().execute(async (trx) => {
           const before = await userOf(trx, user.accountId, id)
@@ -297,7 +302,7 @@ export const settingsRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app, 
   app.post('/settings/users/:id/password', ID_FORM, async (request, reply) => {
     const user = admin(request, reply)
     if (!user) return reply
-    const id = idParam(request)
+    const id = idParam(request, noSuchUser)
     if (id === user.userId) {
       return render(request, reply, user, { errors: ['Change your own password under "Your account".'] }, 409)
     }
@@ -318,7 +323,7 @@ export const settingsRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app, 
         return true
       }))
     if (!target || !reset) {
-      throw new HttpProblem(404, 'not-found', 'No such user', 'This account has no such user.')
+      throw noSuchUser()
     }
     return ctx.redirectWithFlash(reply, user, '/settings/', {
       notice: `${target.email} has a new one-time password and was logged out everywhere.`,
@@ -329,7 +334,7 @@ export const settingsRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app, 
   app.post('/settings/users/:id/remove', ID_FORM, async (request, reply) => {
     const user = admin(request, reply)
     if (!user) return reply
-    const id = idParam(request)
+    const id = idParam(request, noSuchUser)
     if (id === user.userId) {
       return render(request, reply, user, { errors: ['You cannot remove yourself.'] }, 409)
     }
