@@ -638,10 +638,11 @@ test('a server that keeps failing is retried for the whole SHIPLOG_TIMEOUT befor
   // The deadline starts when the wrapper starts, a little before its first attempt reaches the
   // proxy (connecting takes a moment, more on a busy machine). A wrapper that keeps trying until the
   // deadline exits about 3000 ms after the first attempt; one that gave up early (after its
-  // backoff schedule, say) exits well before. 300 ms of slack for that first connection.
+  // backoff schedule, say) exits well before. 500 ms of slack for that first connection: 300 ms
+  // were once 1 ms short while the whole suite ran on both cores.
   const tried = run.exitedAt - first.at
   assert.ok(
-    tried >= 2_700,
+    tried >= 2_500,
     `gave up ${Math.round(tried)} ms after the first attempt, with a 3 s budget (attempts at ${proxy.requests
       .map((r) => Math.round(r.at - first.at))
       .join(', ')} ms)`,
