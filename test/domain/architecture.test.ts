@@ -1,19 +1,10 @@
 // The house's layering (../shared/ARCHITECTURE.md), checked on the source: arrows point one way
 // (cli → server → app → http → views, http → domain → db) and no module imports itself round a circle.
 import assert from 'node:assert/strict'
-import { readdirSync, readFileSync, statSync } from 'node:fs'
-import { dirname, join, relative, resolve } from 'node:path'
+import { readFileSync } from 'node:fs'
+import { dirname, relative, resolve } from 'node:path'
 import { test } from 'node:test'
-
-const SRC = resolve(import.meta.dirname, '../../src')
-
-function sourceFiles(dir: string): string[] {
-  return readdirSync(dir).flatMap((name) => {
-    const path = join(dir, name)
-    if (statSync(path).isDirectory()) return sourceFiles(path)
-    return name.endsWith('.ts') ? [path] : []
-  })
-}
+import { SRC, sourceFiles } from '../support/source-files.js'
 
 /** Each module's relative imports (static and dynamic), as paths under src/ without extension. */
 function importGraph(): Map<string, string[]> {

@@ -1,19 +1,10 @@
 // Issue 25 §17 and §19, held on the source: text from a request becomes an instant only through
 // src/domain/instants.ts and a whole number only through src/domain/whole-numbers.ts.
 import assert from 'node:assert/strict'
-import { readdirSync, readFileSync, statSync } from 'node:fs'
-import { join, relative, resolve } from 'node:path'
+import { readFileSync } from 'node:fs'
+import { relative } from 'node:path'
 import { test } from 'node:test'
-
-const SRC = resolve(import.meta.dirname, '../../src')
-
-function sourceFiles(dir: string): string[] {
-  return readdirSync(dir).flatMap((name) => {
-    const path = join(dir, name)
-    if (statSync(path).isDirectory()) return sourceFiles(path)
-    return name.endsWith('.ts') ? [path] : []
-  })
-}
+import { SRC, sourceFiles } from '../support/source-files.js'
 
 /** Every line of src/ matching `pattern`, as "file:line: text", comments left out. */
 function linesMatching(pattern: RegExp): string[] {
