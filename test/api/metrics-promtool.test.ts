@@ -7,10 +7,10 @@ import { existsSync } from 'node:fs'
 import type { AddressInfo } from 'node:net'
 import { test } from 'node:test'
 import { createApiKey } from '../../src/domain/keys.js'
-import { createWebhook } from '../../src/domain/webhooks/queries.js'
-import { buildTestApp, TEST_SECRET, type TestApp } from '../helper.js'
+import { buildTestApp, type TestApp } from '../helper.js'
 import { deploy, userSession } from '../support/ui.js'
 import { startReceiver } from '../support/webhook-receiver.js'
+import { addWebhook } from '../support/webhooks.js'
 
 const PROMTOOL = '/usr/bin/promtool'
 const ci = process.env.CI === 'true' || process.env.CI === '1'
@@ -22,22 +22,7 @@ function promtoolSkip(): string | false {
 }
 
 async function webhookTo(ctx: TestApp, url: string): Promise<void> {
-  await createWebhook(
-    ctx.database.db,
-    TEST_SECRET,
-    {
-      accountId: ctx.tenant.account.id,
-      url,
-      format: 'json',
-      statuses: ['Deploying', 'Deployed', 'Failed'],
-      outcomes: [],
-      environments: [],
-      services: [],
-      grafanaToken: null,
-      createdBy: 'test',
-    },
-    { allowPrivate: true },
-  )
+  await addWebhook(ctx, { url })
 }
 
 test('/metrics after traffic of every kind passes promtool check metrics', {

@@ -8,8 +8,7 @@ import fc from 'fast-check'
 import type { InjectOptions } from 'fastify'
 import { sql } from 'kysely'
 import { ensureBadgeToken } from '../../src/domain/services.js'
-import { createWebhook } from '../../src/domain/webhooks/queries.js'
-import { buildTestApp, TEST_SECRET, type TestApp } from '../helper.js'
+import { buildTestApp, type TestApp } from '../helper.js'
 import {
   type AppRoute,
   FIELD_NAMES,
@@ -19,6 +18,7 @@ import {
   type WireValue,
 } from '../support/route-fuzz.js'
 import { deploy, userSession } from '../support/ui.js'
+import { addWebhook } from '../support/webhooks.js'
 
 const RUNS = Math.ceil(Number(process.env.SHIPLOG_FUZZ_RUNS ?? 1)) || 1
 
@@ -43,22 +43,11 @@ async function world(t: TestContext): Promise<World> {
     status: 'Deployed',
   })
   assert.equal(made.status, 201)
-  const { webhook } = await createWebhook(
-    ctx.database.db,
-    TEST_SECRET,
-    {
-      accountId: ctx.tenant.account.id,
-      url: 'https://hooks.example.com/x',
-      format: 'json',
-      statuses: ['Deployed'],
-      outcomes: [],
-      environments: [],
-      services: [],
-      grafanaToken: null,
-      createdBy: 'fuzz',
-    },
-    { allowPrivate: true },
-  )
+  const { webhook } = await addWebhook(ctx, {
+    url: 'https://hooks.example.com/x',
+    statuses: ['Deployed'],
+    createdBy: 'fuzz',
+  })
   const token = await ensureBadgeToken(ctx.database.db, ctx.tenant.account.id)
   const { browser } = await userSession(ctx, ctx.tenant.account.id, 'ada@example.com', 'admin')
   const csrf = await browser.csrf('/settings/')

@@ -5,8 +5,7 @@ import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import { createApiKey } from '../../src/domain/keys.js'
 import { getRetention } from '../../src/domain/operations/retention.js'
-import { createWebhook } from '../../src/domain/webhooks/queries.js'
-import { buildTestApp, TEST_SECRET, type TestApp } from '../helper.js'
+import { buildTestApp, type TestApp } from '../helper.js'
 import { ACCEPTED_INSTANTS, HOSTILE_WHOLE_NUMBERS, REFUSED_INSTANTS } from '../support/parsing-tables.js'
 import {
   type Browser,
@@ -16,6 +15,7 @@ import {
   sharedFixture,
   userSession,
 } from '../support/ui.js'
+import { addWebhook } from '../support/webhooks.js'
 
 const seeded = sharedFixture(async (cleanup) => {
   const ctx = await buildTestApp(cleanup)
@@ -43,22 +43,7 @@ const seeded = sharedFixture(async (cleanup) => {
     scopes: ['read'],
   })
   const { browser } = await userSession(ctx, accountId, 'admin@example.com', 'admin')
-  const { webhook } = await createWebhook(
-    ctx.database.db,
-    TEST_SECRET,
-    {
-      accountId,
-      url: 'http://127.0.0.1:9/hook',
-      format: 'json',
-      statuses: ['Deployed'],
-      outcomes: [],
-      environments: [],
-      services: [],
-      grafanaToken: null,
-      createdBy: 'test',
-    },
-    { allowPrivate: true },
-  )
+  const { webhook } = await addWebhook(ctx, { url: 'http://127.0.0.1:9/hook', statuses: ['Deployed'] })
   return { ctx, key, browser, webhookId: Number(webhook.id) }
 })
 
