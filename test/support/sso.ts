@@ -1,5 +1,5 @@
 // Single sign-on tests' world: a real OpenID Connect provider, an app configured for it, and the
-// round trip of a sign-in through it (the same steps test/ui/sso.test.ts takes).
+// round trip of a sign-in through it (test/ui/sso.test.ts and the other single sign-on tests).
 import assert from 'node:assert/strict'
 import { buildTestApp, type TestApp } from '../helper.js'
 import { type PersonClaims, startTestProvider, type TestProvider } from './oidc-provider.js'
@@ -19,13 +19,14 @@ export async function ssoWorld(
 ): Promise<SsoWorld> {
   const provider = await startTestProvider(t, { shiplogUrl: SHIPLOG, env })
   const ctx = await buildTestApp(t, { env: provider.env })
+  // Someone exists already, so /login shows the form rather than first-run set-up.
   await createUserIn(ctx.database, ctx.tenant.account.id, 'owner@acme.example')
   return { provider, ctx }
 }
 
-/** Clicks "Sign in with …" on /login: the answer is the redirect to the provider. */
-async function start(browser: Browser): Promise<string> {
-  const page = await browser.get('/login')
+/** Clicks "Sign in with …" on /login (with `next` when given): the answer is the redirect to the provider. */
+export async function ssoStart(browser: Browser, next?: string): Promise<string> {
+  const page = await browser.get(next ? `/login?next=${encodeURIComponent(next)}` : '/login')
   const href = /<a class="button secondary" href="([^"]+)">Sign in with Test IdP<\/a>/.exec(page.payload)?.[1]
   assert.ok(href, 'the login page offers single sign-on')
   const res = await browser.get(href.replace(/&amp;/g, '&'))
@@ -41,6 +42,6 @@ export async function ssoSignIn(
   claims?: PersonClaims,
 ): Promise<Response> {
   if (claims) w.provider.person(login, claims)
-  const callback = await w.provider.authorize(await start(browser), login)
+  const callback = await w.provider.authorize(await ssoStart(browser), login)
   return browser.get(`${callback.pathname}${callback.search}`)
 }

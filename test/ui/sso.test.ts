@@ -4,8 +4,8 @@ import { test } from 'node:test'
 import type { JWTPayload } from 'jose'
 import { loadConfig } from '../../src/config.js'
 import { buildTestApp, databaseForServers, type TestApp } from '../helper.js'
-import { type PersonClaims, startTestProvider, type TestProvider } from '../support/oidc-provider.js'
 import { processEnv, runCli } from '../support/processes.js'
+import { SHIPLOG, type SsoWorld, ssoSignIn, ssoStart, ssoWorld } from '../support/sso.js'
 import {
   assertRedirect,
   Browser,
@@ -18,41 +18,6 @@ import {
   unescapeHtml,
 } from '../support/ui.js'
 
-const SHIPLOG = 'http://shiplog.test'
-
-interface World {
-  provider: TestProvider
-  ctx: TestApp
-}
-
-async function world(
-  t: { after(fn: () => Promise<void> | void): void },
-  env: Record<string, string> = {},
-): Promise<World> {
-  const provider = await startTestProvider(t, { shiplogUrl: SHIPLOG, env })
-  const ctx = await buildTestApp(t, { env: provider.env })
-  // Someone exists already, so /login shows the form rather than first-run set-up.
-  await createUserIn(ctx.database, ctx.tenant.account.id, 'owner@acme.example')
-  return { provider, ctx }
-}
-
-/** Clicks "Sign in with …" on /login: the answer is the redirect to the provider. */
-async function start(browser: Browser, next?: string): Promise<string> {
-  const page = await browser.get(next ? `/login?next=${encodeURIComponent(next)}` : '/login')
-  const href = /<a class="button secondary" href="([^"]+)">Sign in with Test IdP<\/a>/.exec(page.payload)?.[1]
-  assert.ok(href, 'the login page offers single sign-on')
-  const res = await browser.get(href.replace(/&amp;/g, '&'))
-  assert.equal(res.statusCode, 303, res.payload.slice(0, 300))
-  return String(res.headers.location)
-}
-
-/** The whole round trip as `login` at the provider; returns Shiplog's answer to the callback. */
-async function signIn(w: World, browser: Browser, login: string, claims?: PersonClaims): Promise<Response> {
-  if (claims) w.provider.person(login, claims)
-  const callback = await w.provider.authorize(await start(browser), login)
-  return browser.get(`${callback.pathname}${callback.search}`)
-}
-
 async function auditEntries(ctx: TestApp, action?: string) {
   let q = ctx.database.db.selectFrom('audit_entries').selectAll().orderBy('id')
   if (action) q = q.where('action', '=', action)
@@ -64,7 +29,7 @@ async function auditEntries(ctx: TestApp, action?: string) {
 
 /** A refusal: the page and status, its audit entry, and nobody signed in. */
 async function assertRefused(
-  w: World,
+  w: SsoWorld,
   res: Response,
   expected: { status: number; page: RegExp; reason: string; email?: string; check?: RegExp },
 ): Promise<void> {
@@ -101,15 +66,15 @@ function errorBoxOf(page: string): string {
 }
 
 /** Runs a sign-in whose ID token is replaced by `forge(original payload)`. */
-async function forgedSignIn(w: World, forge: (p: JWTPayload) => Promise<string>): Promise<Response> {
+async function forgedSignIn(w: SsoWorld, forge: (p: JWTPayload) => Promise<string>): Promise<Response> {
   w.provider.forgeNextIdToken(forge)
-  return signIn(w, new Browser(w.ctx.app), 'ada@acme.example')
+  return ssoSignIn(w, new Browser(w.ctx.app), 'ada@acme.example')
 }
 
 test('signing in with the provider creates the user in the mapped account, links the identity and audits it', async (t) => {
-  const w = await world(t)
+  const w = await ssoWorld(t)
   const browser = new Browser(w.ctx.app)
-  const res = await signIn(w, browser, 'ada@acme.example', {
+  const res = await ssoSignIn(w, browser, 'ada@acme.example', {
     email: 'Ada@Acme.example',
     email_verified: true,
   })
@@ -149,8 +114,8 @@ test('signing in with the provider creates the user in the mapped account, links
 })
 
 test('the role follows the admin groups at each login, and a group mapping picks the account', async (t) => {
-  const w = await world(t)
-  let res = await signIn(w, new Browser(w.ctx.app), 'bo@acme.example', {
+  const w = await ssoWorld(t)
+  let res = await ssoSignIn(w, new Browser(w.ctx.app), 'bo@acme.example', {
     email: 'bo@acme.example',
     email_verified: true,
     groups: ['shiplog-admins'],
@@ -166,7 +131,7 @@ test('the role follows the admin groups at each login, and a group mapping picks
     (await role('bo@acme.example')).map((r) => r.role),
     ['admin'],
   )
-  res = await signIn(w, new Browser(w.ctx.app), 'bo@acme.example', {
+  res = await ssoSignIn(w, new Browser(w.ctx.app), 'bo@acme.example', {
     email: 'bo@acme.example',
     email_verified: true,
     groups: [],
@@ -183,7 +148,7 @@ test('the role follows the admin groups at each login, and a group mapping picks
   )
 
   // A group mapped to Beta wins over the acme.example domain; the account is made on first use.
-  res = await signIn(w, new Browser(w.ctx.app), 'cy@acme.example', {
+  res = await ssoSignIn(w, new Browser(w.ctx.app), 'cy@acme.example', {
     email: 'cy@acme.example',
     email_verified: true,
     groups: ['shiplog-beta'],
@@ -201,13 +166,13 @@ test('the role follows the admin groups at each login, and a group mapping picks
 })
 
 test('an existing password user is matched by verified email and keeps their password', async (t) => {
-  const w = await world(t)
+  const w = await ssoWorld(t)
   const owner = await w.ctx.database.db
     .selectFrom('users')
     .selectAll()
     .where('email', '=', 'owner@acme.example')
     .executeTakeFirstOrThrow()
-  const res = await signIn(w, new Browser(w.ctx.app), 'owner-at-idp', {
+  const res = await ssoSignIn(w, new Browser(w.ctx.app), 'owner-at-idp', {
     email: 'owner@acme.example',
     email_verified: true,
   })
@@ -228,7 +193,7 @@ test('an existing password user is matched by verified email and keeps their pas
   )
   await login(w.ctx.app, 'owner@acme.example', PASSWORD)
   // Another person at the provider with the same address later is not let in as this user.
-  const other = await signIn(w, new Browser(w.ctx.app), 'impostor', {
+  const other = await ssoSignIn(w, new Browser(w.ctx.app), 'impostor', {
     email: 'owner@acme.example',
     email_verified: true,
   })
@@ -239,13 +204,13 @@ test('an existing password user is matched by verified email and keeps their pas
 })
 
 test('a token re-signed with the provider key and unchanged is accepted (the forgery hook itself is sound)', async (t) => {
-  const w = await world(t)
+  const w = await ssoWorld(t)
   const res = await forgedSignIn(w, (p) => w.provider.signAsProvider(p))
   assertRedirect(res, '/logs/', 303)
 })
 
 test('an ID token with a forged signature is refused', async (t) => {
-  const w = await world(t)
+  const w = await ssoWorld(t)
   const res = await forgedSignIn(w, (p) => w.provider.signWithForeignKey(p))
   await assertRefused(w, res, {
     status: 400,
@@ -258,7 +223,7 @@ test('an ID token with a forged signature is refused', async (t) => {
 test('a token under a key id the provider never published is refused', async (t) => {
   // (openid-client fetches the JWKS again for an unknown key id once its copy is a minute old,
   // and every five minutes anyway: that is how a provider's key rotation reaches Shiplog.)
-  const w = await world(t)
+  const w = await ssoWorld(t)
   const res = await forgedSignIn(w, (p) => w.provider.signWithForeignKey(p, 'rotated-in-by-an-attacker'))
   await assertRefused(w, res, {
     status: 400,
@@ -269,7 +234,7 @@ test('a token under a key id the provider never published is refused', async (t)
 })
 
 test('an expired ID token is refused', async (t) => {
-  const w = await world(t)
+  const w = await ssoWorld(t)
   const now = Math.floor(Date.now() / 1000)
   const res = await forgedSignIn(w, (p) =>
     w.provider.signAsProvider({ ...p, iat: now - 7200, exp: now - 3600 }),
@@ -283,7 +248,7 @@ test('an expired ID token is refused', async (t) => {
 })
 
 test('an ID token for another audience is refused', async (t) => {
-  const w = await world(t)
+  const w = await ssoWorld(t)
   const res = await forgedSignIn(w, (p) => w.provider.signAsProvider({ ...p, aud: 'some-other-app' }))
   await assertRefused(w, res, {
     status: 400,
@@ -294,7 +259,7 @@ test('an ID token for another audience is refused', async (t) => {
 })
 
 test('an ID token from another issuer is refused', async (t) => {
-  const w = await world(t)
+  const w = await ssoWorld(t)
   const res = await forgedSignIn(w, (p) => w.provider.signAsProvider({ ...p, iss: 'https://evil.example' }))
   await assertRefused(w, res, {
     status: 400,
@@ -305,7 +270,7 @@ test('an ID token from another issuer is refused', async (t) => {
 })
 
 test('an ID token without the nonce is refused', async (t) => {
-  const w = await world(t)
+  const w = await ssoWorld(t)
   const res = await forgedSignIn(w, ({ nonce: _dropped, ...p }) => w.provider.signAsProvider(p))
   await assertRefused(w, res, {
     status: 400,
@@ -316,7 +281,7 @@ test('an ID token without the nonce is refused', async (t) => {
 })
 
 test('an ID token with another nonce is refused', async (t) => {
-  const w = await world(t)
+  const w = await ssoWorld(t)
   const res = await forgedSignIn(w, (p) =>
     w.provider.signAsProvider({ ...p, nonce: 'not-the-one-shiplog-sent' }),
   )
@@ -329,10 +294,10 @@ test('an ID token with another nonce is refused', async (t) => {
 })
 
 test('a replayed state is refused, and the first sign-in stays the only one', async (t) => {
-  const w = await world(t)
+  const w = await ssoWorld(t)
   const browser = new Browser(w.ctx.app)
   w.provider.person('ada@acme.example', { email: 'ada@acme.example', email_verified: true })
-  const callback = await w.provider.authorize(await start(browser), 'ada@acme.example')
+  const callback = await w.provider.authorize(await ssoStart(browser), 'ada@acme.example')
   const path = `${callback.pathname}${callback.search}`
   const replayer = browser.copy()
   assertRedirect(await browser.get(path), '/logs/', 303)
@@ -346,17 +311,17 @@ test('a replayed state is refused, and the first sign-in stays the only one', as
 })
 
 test('a callback whose state was started in another browser is refused (no login CSRF)', async (t) => {
-  const w = await world(t)
+  const w = await ssoWorld(t)
   const attacker = new Browser(w.ctx.app)
   w.provider.person('mallory@acme.example', { email: 'mallory@acme.example', email_verified: true })
-  const callback = await w.provider.authorize(await start(attacker), 'mallory@acme.example')
+  const callback = await w.provider.authorize(await ssoStart(attacker), 'mallory@acme.example')
   const victim = new Browser(w.ctx.app)
   const res = await victim.get(`${callback.pathname}${callback.search}`)
   await assertRefused(w, res, { status: 400, page: /started in another browser/, reason: 'other_browser' })
 })
 
 test('a made-up state and a provider error are refused', async (t) => {
-  const w = await world(t)
+  const w = await ssoWorld(t)
   const res = await new Browser(w.ctx.app).get('/login/oidc/callback?code=abc&state=made-up')
   await assertRefused(w, res, {
     status: 400,
@@ -364,7 +329,7 @@ test('a made-up state and a provider error are refused', async (t) => {
     reason: 'unknown_state',
   })
   const browser = new Browser(w.ctx.app)
-  const url = new URL(await start(browser))
+  const url = new URL(await ssoStart(browser))
   const state = url.searchParams.get('state') ?? ''
   const denied = await browser.get(
     `/login/oidc/callback?error=access_denied&state=${encodeURIComponent(state)}`,
@@ -373,8 +338,8 @@ test('a made-up state and a provider error are refused', async (t) => {
 })
 
 test('an unverified email is refused', async (t) => {
-  const w = await world(t)
-  const res = await signIn(w, new Browser(w.ctx.app), 'eve', {
+  const w = await ssoWorld(t)
+  const res = await ssoSignIn(w, new Browser(w.ctx.app), 'eve', {
     email: 'eve@acme.example',
     email_verified: false,
   })
@@ -388,8 +353,8 @@ test('an unverified email is refused', async (t) => {
 })
 
 test('an email whose domain maps to no account is refused', async (t) => {
-  const w = await world(t)
-  const res = await signIn(w, new Browser(w.ctx.app), 'zed', {
+  const w = await ssoWorld(t)
+  const res = await ssoSignIn(w, new Browser(w.ctx.app), 'zed', {
     email: 'zed@elsewhere.example',
     email_verified: true,
   })
@@ -403,9 +368,9 @@ test('an email whose domain maps to no account is refused', async (t) => {
 })
 
 test('logout of a single sign-on session ends it and offers the provider logout with id_token_hint', async (t) => {
-  const w = await world(t)
+  const w = await ssoWorld(t)
   const browser = new Browser(w.ctx.app)
-  assertRedirect(await signIn(w, browser, 'ada@acme.example'), '/logs/', 303)
+  assertRedirect(await ssoSignIn(w, browser, 'ada@acme.example'), '/logs/', 303)
   const token = /name="_csrf" value="([^"]+)"/.exec((await browser.get('/logout')).payload)?.[1] ?? ''
   const res = await browser.post('/logout', { _csrf: token })
   assert.equal(res.statusCode, 200)
@@ -424,7 +389,7 @@ test('logout of a single sign-on session ends it and offers the provider logout 
 })
 
 test('an admin turns password login off: password sign-in is refused with a clear page, single sign-on still works', async (t) => {
-  const w = await world(t)
+  const w = await ssoWorld(t)
   const { db } = w.ctx.database
   const owner = await login(w.ctx.app, 'owner@acme.example')
   let settings = await owner.get('/settings/')
@@ -447,7 +412,7 @@ test('an admin turns password login off: password sign-in is refused with a clea
 
   const admin = new Browser(w.ctx.app)
   assertRedirect(
-    await signIn(w, admin, 'owner-idp', {
+    await ssoSignIn(w, admin, 'owner-idp', {
       email: 'owner@acme.example',
       email_verified: true,
       groups: ['shiplog-admins'],
@@ -501,14 +466,14 @@ test('an admin turns password login off: password sign-in is refused with a clea
   res = await refused.post('/login', { _csrf: token, email: 'nobody@acme.example', password: PASSWORD })
   assert.deepEqual({ status: res.statusCode, said: errorBoxOf(res.payload) }, wrong)
   // Single sign-on still works, and the admin can turn passwords back on.
-  assertRedirect(await signIn(w, new Browser(w.ctx.app), 'owner-idp'), '/logs/', 303)
+  assertRedirect(await ssoSignIn(w, new Browser(w.ctx.app), 'owner-idp'), '/logs/', 303)
   res = await admin.submit('/settings/', '/settings/sign-in', { password_login: 'on' })
   assertRedirect(res, '/settings/', 303)
   await login(w.ctx.app, 'owner@acme.example')
 })
 
 test('the Sign-in setting is for admins of their own account, and its forms need the CSRF token', async (t) => {
-  const w = await world(t)
+  const w = await ssoWorld(t)
   const { db } = w.ctx.database
   await createUserIn(w.ctx.database, w.ctx.tenant.account.id, 'member@acme.example', { role: 'member' })
   const member = await login(w.ctx.app, 'member@acme.example')
