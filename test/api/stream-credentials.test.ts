@@ -126,6 +126,21 @@ async function sessionStream(t: TestContext, base: string, browser: Browser): Pr
   return opened(t, base, { cookie: browser.cookieHeader() })
 }
 
+/** A member and an admin of the test account, each signed in with a stream open. */
+async function memberAndAdminStreaming(t: TestContext) {
+  const { ctx, base } = await started(t)
+  const { browser: admin } = await userSession(ctx, ctx.tenant.account.id, 'admin@example.com')
+  const { browser: member, user } = await userSession(
+    ctx,
+    ctx.tenant.account.id,
+    'member@example.com',
+    'member',
+  )
+  const stream = await sessionStream(t, base, member)
+  const other = await sessionStream(t, base, admin)
+  return { ctx, base, admin, member, user, stream, other }
+}
+
 test('logging out ends the stream of that session; another session of the same user streams on', async (t) => {
   const { ctx, base } = await started(t)
   const { browser } = await userSession(ctx, ctx.tenant.account.id, 'ada@example.com', 'member')
@@ -140,16 +155,7 @@ test('logging out ends the stream of that session; another session of the same u
 })
 
 test('removing a user ends their streams; the admin who did it streams on', async (t) => {
-  const { ctx, base } = await started(t)
-  const { browser: admin } = await userSession(ctx, ctx.tenant.account.id, 'admin@example.com')
-  const { browser: member, user } = await userSession(
-    ctx,
-    ctx.tenant.account.id,
-    'member@example.com',
-    'member',
-  )
-  const stream = await sessionStream(t, base, member)
-  const other = await sessionStream(t, base, admin)
+  const { ctx, base, admin, member, user, stream, other } = await memberAndAdminStreaming(t)
   const res = await admin.submit('/settings/', `/settings/users/${user.id}/remove`, {})
   assert.equal(res.statusCode, 303, res.payload)
   t.diagnostic(`ended after ${await endedWithin(stream)} ms`)
@@ -159,16 +165,7 @@ test('removing a user ends their streams; the admin who did it streams on', asyn
 })
 
 test("an admin resetting a user's password ends that user's streams; the admin streams on", async (t) => {
-  const { ctx, base } = await started(t)
-  const { browser: admin } = await userSession(ctx, ctx.tenant.account.id, 'admin@example.com')
-  const { browser: member, user } = await userSession(
-    ctx,
-    ctx.tenant.account.id,
-    'member@example.com',
-    'member',
-  )
-  const stream = await sessionStream(t, base, member)
-  const other = await sessionStream(t, base, admin)
+  const { ctx, admin, user, stream, other } = await memberAndAdminStreaming(t)
   const res = await admin.submit('/settings/', `/settings/users/${user.id}/password`, {})
   assert.equal(res.statusCode, 303, res.payload)
   t.diagnostic(`ended after ${await endedWithin(stream)} ms`)
