@@ -62,6 +62,20 @@ export function textProblem(value: string, options: { multiline?: boolean } = {}
  */
 const UNSAFE_IN_NAMES = /[\u2028\u2029]/
 
+/**
+ * Whether a name in a URL path can name nothing: a C0 control, DEL or an unpaired surrogate, which
+ * no stored name could ever hold (SPEC §1.1 refused them from the start). C1 controls and
+ * text-direction overrides are refused from new text only, and names stored before that may hold
+ * them, so a path may still name one.
+ */
+export function namesNothing(value: string): boolean {
+  for (let i = 0; i < value.length; i++) {
+    const c = value.charCodeAt(i)
+    if (c <= 0x1f || c === 0x7f) return true
+  }
+  return !isWellFormedText(value)
+}
+
 /** Unpaired UTF-16 surrogates cannot be stored as UTF-8 text. */
 export function isWellFormedText(value: string): boolean {
   return value.isWellFormed()

@@ -2,25 +2,11 @@
 // (PostgreSQL cannot hold U+0000 in text) are refused before any handler runs.
 import type { FastifyInstance, FastifyRequest } from 'fastify'
 import type { FieldError } from '../domain/events/event.js'
-import { hasNul, isWellFormedText } from '../domain/text-rules.js'
+import { hasNul, namesNothing } from '../domain/text-rules.js'
 import { HttpProblem } from './problem.js'
 
 /** How deep a parsed body is searched; deeper nesting is refused by the routes' schemas anyway. */
 const MAX_DEPTH = 8
-
-/**
- * A path parameter with a C0 control, DEL or an unpaired surrogate names nothing: no stored name
- * could ever hold one (SPEC §1.1 refused them from the start), so the answer is the route's 404.
- * C1 controls and text-direction overrides are refused from new text only, and names stored before
- * that may hold them, so a path may still name one.
- */
-export function namesNothing(value: string): boolean {
-  for (let i = 0; i < value.length; i++) {
-    const c = value.charCodeAt(i)
-    if (c <= 0x1f || c === 0x7f) return true
-  }
-  return !isWellFormedText(value)
-}
 
 /** Names of the fields (dotted for nesting) of a parsed body whose text or name holds U+0000. */
 function fieldsWithNul(value: unknown, path: string, depth: number, out: string[]): void {

@@ -5,9 +5,9 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import { Type } from 'typebox'
 import { accountByBadgeToken, type BadgeState, badgeState } from '../../domain/services.js'
+import { namesNothing } from '../../domain/text-rules.js'
 import { type BadgeTone, badgeSvg, shieldsEndpoint } from '../../views/badge.js'
 import { PUBLIC, problemResponses } from '../api/openapi-schemas.js'
-import { namesNothing } from '../text-guard.js'
 import type { UiContext } from './context.js'
 
 const BadgeParams = Type.Object({
