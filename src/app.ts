@@ -6,6 +6,7 @@ import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify'
 import type { Config } from './config.js'
 import type { Database } from './db/connect.js'
 import { announceDerived } from './db/revocations.js'
+import { resolveAppSecret } from './domain/app-secret.js'
 import { chainTask } from './domain/chain/chainer.js'
 import { isDatabaseUnavailable, outageLogFor } from './domain/database-errors.js'
 import { DeploymentSync } from './domain/deployments/sync.js'
@@ -17,7 +18,6 @@ import { CredentialWatch } from './domain/live/credentials.js'
 import { LiveHub } from './domain/live/hub.js'
 import { retentionTask } from './domain/operations/retention.js'
 import { deleteExpiredSessions } from './domain/sessions.js'
-import { ensureSecret } from './domain/settings.js'
 import { TaskRunner } from './domain/tasks.js'
 import { WebhookSender } from './domain/webhooks/sender.js'
 import { getRoutes } from './http/api/get-routes.js'
@@ -63,7 +63,7 @@ function packageVersion(): string {
 export async function buildApp(options: BuildOptions): Promise<App> {
   const { config, database } = options
   const resources = options.resources ?? {
-    secret: config.secret ?? (await ensureSecret(database.db)),
+    secret: await resolveAppSecret(config, database.db),
     redis: null,
     revocations: null,
   }

@@ -1,6 +1,6 @@
 // Reads and validates the process environment once into a typed, frozen configuration.
 import { randomBytes } from 'node:crypto'
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { readFileSync } from 'node:fs'
 import { dirname, join, resolve } from 'node:path'
 
 export type DialectName = 'sqlite' | 'postgres'
@@ -25,8 +25,15 @@ export interface Config {
   readonly port: number
   readonly host: string
   readonly database: DatabaseTarget
-  /** Session/cookie secret; null when it must come from the database (PostgreSQL without SHIPLOG_SECRET). */
+  /**
+   * The app secret as configured: SHIPLOG_SECRET, else the contents of `secretFile` when it exists.
+   * Null when it is still to be made, or must come from the database (PostgreSQL without
+   * SHIPLOG_SECRET). Reading the configuration never creates it: domain/app-secret.ts does, for the
+   * commands that may (see resolveAppSecret).
+   */
   readonly secret: string | null
+  /** The file beside the SQLite database that keeps the secret when SHIPLOG_SECRET is unset; else null. */
+  readonly secretFile: string | null
   readonly publicUrl: string | null
   readonly logLevel: LogLevel
   readonly redisUrl: string | null
@@ -289,13 +296,18 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Conf
   const oidc = parseOidcConfig(env, publicUrl)
 
   let secret: string | null = null
+  let secretFile: string | null = null
   if (env.SHIPLOG_SECRET !== undefined && env.SHIPLOG_SECRET !== '') {
     if (env.SHIPLOG_SECRET.length < 32) {
       throw new ConfigError('SHIPLOG_SECRET must be at least 32 characters (try: openssl rand -hex 32)')
     }
     secret = env.SHIPLOG_SECRET
   } else if (database.dialect === 'sqlite') {
-    secret = database.path === ':memory:' ? randomBytes(32).toString('hex') : secretFromDataDir(database.path)
+    if (database.path === ':memory:') secret = randomBytes(32).toString('hex')
+    else {
+      secretFile = secretFileBeside(database.path)
+      secret = readSecretFile(secretFile)
+    }
   }
 
   return Object.freeze({
@@ -303,6 +315,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Conf
     host,
     database: Object.freeze(database),
     secret,
+    secretFile,
     publicUrl,
     logLevel,
     redisUrl,
@@ -490,24 +503,29 @@ export function configurationWarnings(config: Config): string[] {
   return warnings
 }
 
-/** Reads the secret kept beside the SQLite file, creating it (mode 0600) on first start. */
-function secretFromDataDir(dbPath: string): string {
-  const file = join(dirname(dbPath), 'secret')
+/** Where a SQLite installation without SHIPLOG_SECRET keeps its secret: `secret` beside the database. */
+export function secretFileBeside(dbPath: string): string {
+  return join(dirname(dbPath), 'secret')
+}
+
+/**
+ * The secret kept in `file`, or null when there is none yet. Never creates it: only the commands
+ * that seal or sign may (domain/app-secret.ts), so a read-only command on a backup file leaves no
+ * new secret beside it.
+ */
+export function readSecretFile(file: string): string | null {
+  let text: string
   try {
-    const existing = readFileSync(file, 'utf8').trim()
-    if (existing.length >= 32) return existing
+    text = readFileSync(file, 'utf8')
   } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') {
-      throw new ConfigError(`cannot read ${file}: ${(err as Error).message}`)
-    }
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return null
+    throw new ConfigError(`cannot read the secret ${file}: ${(err as Error).message}`)
   }
-  const secret = randomBytes(32).toString('hex')
-  try {
-    // The directory holds the secret and the database: its owner's only, when Shiplog makes it.
-    mkdirSync(dirname(file), { recursive: true, mode: 0o700 })
-    writeFileSync(file, `${secret}\n`, { mode: 0o600, flag: 'w' })
-  } catch (err) {
-    throw new ConfigError(`cannot create ${file}: ${(err as Error).message}`)
+  const secret = text.trim()
+  if (secret.length < 32) {
+    throw new ConfigError(
+      `the secret ${file} holds ${secret.length} characters, fewer than 32: put back the file the data was sealed with, or remove it if nothing was`,
+    )
   }
   return secret
 }

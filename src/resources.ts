@@ -4,8 +4,8 @@ import type { Redis } from 'ioredis'
 import type { Config } from './config.js'
 import type { Database } from './db/connect.js'
 import { listenForRevocations, type RevocationListener } from './db/revocations.js'
+import { resolveAppSecret } from './domain/app-secret.js'
 import { isDatabaseUnavailable, outageLogFor } from './domain/database-errors.js'
-import { ensureSecret } from './domain/settings.js'
 import { RedisHealthLog } from './http/rate-limit.js'
 
 /** The part of a pino logger the resources report to before and while the app runs. */
@@ -39,7 +39,8 @@ export async function openResources(
     for (const closer of closers.reverse()) await closer()
   }
   try {
-    const secret = config.secret ?? (await ensureSecret(database.db))
+    // Refuses (SecretError, one line) a database sealed with another secret, before anything runs.
+    const secret = await resolveAppSecret(config, database.db)
 
     let redis: AppResources['redis'] = null
     if (config.redisUrl) {

@@ -5,9 +5,11 @@ import cliProgress from 'cli-progress'
 import { sql } from 'kysely'
 import { type DatabaseTarget, loadConfig, parseDatabaseUrl, redactUrl } from '../config.js'
 import { type Database, openDatabase } from '../db/connect.js'
+import { secretStatus } from '../domain/app-secret.js'
 import { type CopyProgress, copyDatabase } from '../domain/operations/copy.js'
 import { dumpDatabase } from '../domain/operations/dump.js'
-import { loadDump, webhookSecretsOpen } from '../domain/operations/load.js'
+import { loadDump } from '../domain/operations/load.js'
+import { carrySecret, keepBeside, planSecretCarry } from '../domain/operations/secret-travel.js'
 import { CliError } from './common.js'
 
 function where(target: DatabaseTarget): string {
@@ -60,6 +62,7 @@ export async function dumpCommand(args: string[]): Promise<void> {
     process.stderr.write(
       `dumped ${rows} rows from ${Object.keys(tables).length} tables to ${out} in ${seconds(Date.now() - started)} s\n`,
     )
+    process.stderr.write(`${keepBeside(config, out)}\n`)
   } finally {
     await database.close()
   }
@@ -80,11 +83,8 @@ export async function loadCommand(args: string[]): Promise<void> {
     process.stderr.write(
       `loaded ${rows} rows into ${Object.keys(tables).length} tables from ${file} (${header.dialect} dump of ${header.created_at}) in ${seconds(Date.now() - started)} s; checksums match\n`,
     )
-    if (!(await webhookSecretsOpen(database, config.secret))) {
-      process.stderr.write(
-        "note: the dump holds no master secret, and the secret this load runs with does not open its webhook signing secrets: start the servers with SHIPLOG_SECRET set to the source installation's secret, or its webhooks cannot sign and its sessions end\n",
-      )
-    }
+    const { problem } = await secretStatus(config, database.db)
+    if (problem !== null) process.stderr.write(`note: the dump holds no secret, and ${problem}\n`)
   } finally {
     await database.close()
   }
@@ -181,12 +181,16 @@ export async function copyCommand(args: string[]): Promise<void> {
   const progress = progressReporter()
   const started = Date.now()
   try {
+    const envSecret = process.env.SHIPLOG_SECRET ? process.env.SHIPLOG_SECRET : null
+    const carry = await planSecretCarry(source, from, to, envSecret)
     const outcome = await copyDatabase(source, target, { progress, ...(batchRows ? { batchRows } : {}) })
     const rows = Object.values(outcome.tables).reduce((n, t) => n + t.rows, 0)
     const elapsed = (Date.now() - started) / 1000
     process.stderr.write(
       `copied ${rows} rows in ${Object.keys(outcome.tables).length} tables${outcome.resumed ? ' (resumed)' : ''} in ${elapsed.toFixed(1)} s (${Math.round(outcome.copiedRows / Math.max(elapsed, 0.001))} rows/s this run); row counts and checksums match\n`,
     )
+    await carrySecret(target, to, carry)
+    process.stderr.write(`secret: ${carry.note}\n`)
   } finally {
     progress.stop()
     await source.close()

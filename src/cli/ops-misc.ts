@@ -12,6 +12,7 @@ import {
   parseRetention,
   setRetention,
 } from '../domain/operations/retention.js'
+import { keepBeside } from '../domain/operations/secret-travel.js'
 import { printableName } from '../domain/text-rules.js'
 import { CliError, reportFailure, withDatabase } from './common.js'
 
@@ -44,13 +45,16 @@ export function backupCommand(args: string[]): Promise<number> {
     if (!out) throw new CliError('--out FILE is required (shiplog backup --out FILE [--force])', 2)
     const config = loadConfig()
     if (config.database.dialect === 'postgres') {
-      throw new CliError(pgDumpAdvice(config.database.connectionString, out))
+      // pg_dump copies the settings row that holds a generated secret; SHIPLOG_SECRET it cannot.
+      const secret = config.secret === null ? '' : `\n${keepBeside(config, out)}`
+      throw new CliError(`${pgDumpAdvice(config.database.connectionString, out)}${secret}`)
     }
     if (config.database.path === ':memory:') throw new CliError('an in-memory database cannot be backed up')
     const result = await backupSqlite(config.database.path, out, { force: values.force })
     process.stderr.write(
       `backup written to ${result.path} (${(result.bytes / 1024 ** 2).toFixed(1)} MiB, ${result.events} events, ${(result.ms / 1000).toFixed(1)} s)\n`,
     )
+    process.stderr.write(`${keepBeside(config, result.path)}\n`)
   })
 }
 

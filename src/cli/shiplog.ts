@@ -14,6 +14,7 @@ import {
   resetPassword,
   UserExistsError,
 } from '../domain/accounts.js'
+import { resolveAppSecret } from '../domain/app-secret.js'
 import { cliActor, keyLabel, recordAudit, webhookDetails, webhookLabel } from '../domain/audit/log.js'
 import { rebuildDeployments } from '../domain/deployments/store.js'
 import { setPasswordLogin } from '../domain/identity/provisioning.js'
@@ -25,7 +26,6 @@ import {
   scopesFromColumn,
 } from '../domain/keys.js'
 import { hashedPassword, passwordProblem } from '../domain/passwords.js'
-import { ensureSecret } from '../domain/settings.js'
 import { isUserRole, nameProblem, printableName, USER_ROLES } from '../domain/text-rules.js'
 import {
   createWebhook,
@@ -400,7 +400,7 @@ async function webhooksCreate(args: string[]): Promise<void> {
   const config = loadConfig()
   await withDatabase(async (database) => {
     const account = await accountOrFail(database, accountName)
-    const appSecret = config.secret ?? (await ensureSecret(database.db))
+    const appSecret = await resolveAppSecret(config, database.db)
     try {
       const { webhook, secret } = await database.db.transaction().execute(async (trx) => {
         const created = await createWebhook(

@@ -3,6 +3,7 @@
 import type { DeliveryRow, WebhookRow } from '../db/schema.js'
 import type { Flash, SessionUser } from '../domain/sessions.js'
 import { BACKLOG_COUNT_CAP } from '../domain/webhooks/cursor.js'
+import { UNSEALABLE } from '../domain/webhooks/secrets.js'
 import { html, type SafeHtml } from './html.js'
 import { layout, timeTag } from './layout.js'
 
@@ -12,6 +13,8 @@ export interface WebhooksPageData {
   webhooks: WebhookRow[]
   /** Events each webhook has not queued yet, by webhook id (counted up to BACKLOG_COUNT_CAP). */
   backlogs?: ReadonlyMap<number, number>
+  /** Webhooks whose sealed secrets do not open with this server's secret (they cannot sign). */
+  unsealable?: ReadonlySet<number>
   secret?: Flash['secret']
   notice?: string
   errors: string[]
@@ -35,7 +38,8 @@ function triggers(w: WebhookRow): string {
     .join('; ')
 }
 
-export function webhookState(w: WebhookRow): SafeHtml {
+export function webhookState(w: WebhookRow, unsealable = false): SafeHtml {
+  if (unsealable) return html`<span class="webhook-state failing">failing: ${UNSEALABLE}</span>`
   if (Number(w.enabled) !== 1)
     return html`<span class="webhook-state disabled">disabled${w.disabled_at !== null ? html` since ${timeTag(Number(w.disabled_at))}` : ''}</span>`
   if (w.failing_since !== null)
@@ -127,7 +131,7 @@ export function webhooksPage(d: WebhooksPageData): SafeHtml {
       <td data-label="Sends on">${triggers(w)}</td>
       <td data-label="Environments">${names(w.environments)}</td>
       <td data-label="Services">${names(w.services)}</td>
-      <td data-label="State">${webhookState(w)}${webhookBacklog(d.backlogs?.get(Number(w.id)))}</td>
+      <td data-label="State">${webhookState(w, d.unsealable?.has(Number(w.id)))}${webhookBacklog(d.backlogs?.get(Number(w.id)))}</td>
       ${
         isAdmin
           ? html`<td>${
@@ -175,6 +179,8 @@ export interface DeliveryLogData {
   webhook: WebhookRow
   /** Events it has not queued yet (counted up to BACKLOG_COUNT_CAP). */
   backlog?: number
+  /** The webhook's sealed secrets do not open with this server's secret. */
+  unsealable?: boolean
   deliveries: DeliveryRow[]
   next: number | null
   notice?: string
@@ -213,7 +219,7 @@ export function deliveryLogPage(d: DeliveryLogData): SafeHtml {
     csrfToken: d.csrfToken,
     body: html`<p><a href="/settings/webhooks/">← Webhooks</a></p>
       <h1>Deliveries</h1>
-      <p class="webhook-target"><code>${d.webhook.url}</code> (${d.webhook.format}) · ${webhookState(d.webhook)}${webhookBacklog(d.backlog)}</p>
+      <p class="webhook-target"><code>${d.webhook.url}</code> (${d.webhook.format}) · ${webhookState(d.webhook, d.unsealable)}${webhookBacklog(d.backlog)}</p>
       ${d.notice ? html`<div class="notice" role="status"><p>${d.notice}</p></div>` : ''}
       ${
         d.deliveries.length === 0

@@ -1,6 +1,6 @@
 // Configuration: defaults, every variable's validation, and one clear message per mistake.
 import assert from 'node:assert/strict'
-import { existsSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs'
+import { existsSync, mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { test } from 'node:test'
@@ -19,12 +19,12 @@ test('defaults: port 8080 on 127.0.0.1, SQLite under ./data, 600 requests a minu
   assert.equal(config.rateLimitPerMinute, 600)
   assert.equal(config.redisUrl, null)
   assert.ok(Object.isFrozen(config))
-  // The secret is generated once, kept beside the database with owner-only permissions, and reused.
+  // The secret is kept beside the database; reading the configuration never creates it (the
+  // commands that seal or sign do: test/cli/secret-travel.test.ts).
   const secretFile = join(process.cwd(), 'data', 'secret')
-  assert.ok(existsSync(secretFile))
-  assert.equal(statSync(secretFile).mode & 0o777, 0o600)
-  assert.equal(config.secret, readFileSync(secretFile, 'utf8').trim())
-  assert.equal(loadConfig({}).secret, config.secret)
+  assert.equal(config.secretFile, secretFile)
+  assert.equal(config.secret, null)
+  assert.ok(!existsSync(secretFile))
 })
 
 test('database URLs', () => {

@@ -6,6 +6,7 @@ import { sql } from 'kysely'
 import { type Config, configurationWarnings, loadConfig, redactUrl } from '../../config.js'
 import { type Database, openDatabase } from '../../db/connect.js'
 import { schemaStatus } from '../../db/migrate.js'
+import { secretStatus } from '../app-secret.js'
 
 export type CheckStatus = 'ok' | 'warn' | 'FAIL'
 
@@ -73,15 +74,6 @@ export async function runDoctor(
       ? `sqlite:${config.database.path}`
       : redactUrl(config.database.connectionString)
   add('ok', 'configuration', `loads (database ${where})`)
-  if (!env.SHIPLOG_SECRET) {
-    add(
-      'warn',
-      'secret',
-      config.database.dialect === 'sqlite'
-        ? 'SHIPLOG_SECRET unset: sessions are signed with the secret kept beside the database file'
-        : 'SHIPLOG_SECRET unset: sessions are signed with a secret kept in the database; set it to keep sessions valid across a restore',
-    )
-  }
   for (const warning of configurationWarnings(config)) add('warn', 'configuration', warning)
 
   await checkDatabase(config, where, add)
@@ -110,8 +102,10 @@ async function checkDatabase(config: Config, where: string, add: Add): Promise<v
     }
     add('ok', 'database', `${where} reachable (${Math.round(performance.now() - started)} ms)`)
 
+    let migrated = false
     try {
       const status = await within(schemaStatus(opened), CHECK_TIMEOUT_MS, 'the database')
+      migrated = status.applied > 0
       if (status.unknown.length > 0) {
         add(
           'FAIL',
@@ -132,12 +126,48 @@ async function checkDatabase(config: Config, where: string, add: Add): Promise<v
       add('FAIL', 'schema', `cannot read the migrations: ${reason(err)}`)
     }
 
+    if (migrated) await checkSecret(config, opened, add)
     if (opened.dialect === 'sqlite') checkSqliteFiles(opened.sqlitePath, add)
     else await checkPostgres(opened, add)
     await checkClock(opened, add)
   } finally {
     // A pool still trying to connect must not hold the process open.
     if (database) await within(database.close(), 1000, 'closing').catch(() => {})
+  }
+}
+
+/** Where the secret is kept and whether it opens what the database holds; never creates it. */
+async function checkSecret(config: Config, database: Database, add: Add): Promise<void> {
+  try {
+    const status = await within(secretStatus(config, database.db), CHECK_TIMEOUT_MS, 'the database')
+    if (status.problem !== null) {
+      add('FAIL', 'secret', `${status.problem} (the server refuses to start)`)
+      return
+    }
+    const fits = status.sealed ? '; it opens what the database holds' : ''
+    const file = config.secretFile
+    if (file !== null) {
+      if (status.secret === null) {
+        add('ok', 'secret', `none yet: the server creates ${file} (mode 0600) on first start`)
+        return
+      }
+      const mode = statSync(file).mode & 0o777
+      if ((mode & 0o077) !== 0) {
+        add('warn', 'secret', `${file} can be read by others (mode ${mode.toString(8)}) → chmod 600 ${file}`)
+        return
+      }
+      add('ok', 'secret', `kept in ${file} (mode 600)${fits}; keep a copy of it with your backups`)
+    } else if (config.database.dialect === 'postgres' && config.secret === null) {
+      add(
+        'ok',
+        'secret',
+        status.secret === null
+          ? 'none yet: the server creates one in the database (settings row session_secret) on first start'
+          : `kept in the database (settings row session_secret)${fits}; dumps leave it out, keep a copy apart`,
+      )
+    } else add('ok', 'secret', `SHIPLOG_SECRET is set${fits}`)
+  } catch (err) {
+    add('FAIL', 'secret', `cannot check the secret: ${reason(err)}`)
   }
 }
 

@@ -6,7 +6,6 @@ import type { Readable } from 'node:stream'
 import { createGunzip } from 'node:zlib'
 import type { Database } from '../../db/connect.js'
 import { migrateToLatest } from '../../db/migrate.js'
-import { openSecret } from '../webhooks/secrets.js'
 import { type Row, TableChecksum, type TableSummary } from './checksum.js'
 import {
   DUMP_FORMAT,
@@ -51,29 +50,6 @@ export async function firstTableWithData(
     if (row) return table.name
   }
   return null
-}
-
-/**
- * Whether the webhook signing secrets of a loaded database open with `appSecret`, the secret its
- * servers will run with (null: none is set, and a PostgreSQL server would generate a new one). A dump
- * holds no master secret, so after a load on a new machine this is how the operator learns to set it.
- * True when there is no webhook to sign for.
- */
-export async function webhookSecretsOpen(database: Database, appSecret: string | null): Promise<boolean> {
-  const webhook = await database.db
-    .selectFrom('webhooks')
-    .select('secret')
-    .orderBy('id')
-    .limit(1)
-    .executeTakeFirst()
-  if (!webhook) return true
-  if (appSecret === null) return false
-  try {
-    openSecret(appSecret, webhook.secret)
-    return true
-  } catch {
-    return false
-  }
 }
 
 async function isGzip(path: string): Promise<boolean> {

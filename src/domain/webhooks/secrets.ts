@@ -23,3 +23,25 @@ export function openSecret(appSecret: string, sealed: string): string {
   decipher.setAuthTag(Buffer.from(tag, 'base64url'))
   return Buffer.concat([decipher.update(Buffer.from(body, 'base64url')), decipher.final()]).toString('utf8')
 }
+
+/** Whether `sealed` opens with `appSecret` (false when it was sealed with another secret). */
+export function opensWith(appSecret: string, sealed: string): boolean {
+  try {
+    openSecret(appSecret, sealed)
+    return true
+  } catch {
+    return false
+  }
+}
+
+/** What a webhook that cannot be unsealed says, in the delivery log and in Settings. */
+export const UNSEALABLE =
+  'its signing secret cannot be unsealed with this server\'s secret (it was sealed under another SHIPLOG_SECRET or data/secret; see README "The secret")'
+
+/** Whether the webhook's sealed signing secret and Grafana token open with `appSecret`. */
+export function webhookOpens(appSecret: string, webhook: { secret: string; grafana_token: string | null }) {
+  return (
+    opensWith(appSecret, webhook.secret) &&
+    (webhook.grafana_token === null || opensWith(appSecret, webhook.grafana_token))
+  )
+}

@@ -20,7 +20,7 @@ import {
   signatureHeader,
   slackPayload,
 } from './rules.js'
-import { openSecret } from './secrets.js'
+import { openSecret, UNSEALABLE, webhookOpens } from './secrets.js'
 import { checkWebhookUrl, guardedLookup } from './ssrf.js'
 
 /** The most of an answer that is read; the rest is cut off. */
@@ -275,6 +275,12 @@ export class WebhookSender {
         true,
       )
       return
+    }
+    // Sealed under another secret (data moved without it): a failed attempt that says so plainly,
+    // retried like any other, so the webhook shows as failing rather than queued for ever.
+    if (!webhookOpens(this.options.appSecret, webhook)) {
+      const error = `not sent: ${UNSEALABLE}`
+      return this.#record(webhook, d, { status: null, body: Buffer.alloc(0), error, latencyMs: 0 }, false)
     }
     let method = 'POST'
     let target = new URL(webhook.url)

@@ -17,6 +17,7 @@ import {
   redeliver,
   WebhookInputError,
 } from '../../domain/webhooks/queries.js'
+import { webhookOpens } from '../../domain/webhooks/secrets.js'
 import { MAX_ID, parseWholeNumber } from '../../domain/whole-numbers.js'
 import { deliveryLogPage, webhooksPage } from '../../views/webhooks-page.js'
 import { HttpProblem } from '../problem.js'
@@ -85,6 +86,7 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app, c
         csrfToken: ctx.csrfToken(request, reply),
         webhooks: webhooks.map((w) => forViewer(w, user)),
         backlogs: await webhookBacklogs(ctx.database, webhooks),
+        unsealable: new Set(webhooks.filter((w) => !webhookOpens(appSecret, w)).map((w) => Number(w.id))),
         errors: [],
         ...(flash?.notice ? { notice: flash.notice } : {}),
         ...(flash?.secret ? { secret: flash.secret } : {}),
@@ -219,6 +221,7 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app, c
           csrfToken: ctx.csrfToken(request, reply),
           webhook: forViewer(webhook, user),
           backlog: (await webhookBacklogs(ctx.database, [webhook])).get(Number(webhook.id)) ?? 0,
+          unsealable: !webhookOpens(appSecret, webhook),
           ...page,
           ...(flash?.notice ? { notice: flash.notice } : {}),
         }),
