@@ -38,8 +38,8 @@ test('a healthy installation passes every check and exits 0', { timeout: 30_000 
   const names = lines.map((l) => l.slice(5).split(/\s+/)[0])
   const expected =
     testDialect === 'sqlite'
-      ? ['configuration', 'database', 'schema', 'disk', 'wal', 'clock']
-      : ['configuration', 'database', 'schema', 'postgresql', 'pg_trgm', 'clock']
+      ? ['configuration', 'database', 'schema', 'secret', 'disk', 'wal', 'clock']
+      : ['configuration', 'database', 'schema', 'secret', 'postgresql', 'pg_trgm', 'clock']
   assert.deepEqual(names, expected)
   assert.ok(lines.every((l) => !l.startsWith('FAIL')))
   assert.match(lines[1] ?? '', /^ok {3}database {6}(sqlite:|postgres).* reachable \(\d+ ms\)$/)

@@ -203,7 +203,7 @@ test('a dump never holds the master secret; its load works, and says when the se
   const same = await freshDatabaseUrl(t)
   const loaded = await runCli(t, ['load', out], { env: processEnv(same) })
   assert.equal(loaded.code, 0, loaded.stderr)
-  assert.equal(loaded.stderr.trim().split('\n').length, 1, loaded.stderr)
+  assert.doesNotMatch(loaded.stderr, /^note:/m, loaded.stderr)
   const again = join(dir, 'again.ndjson')
   assert.equal((await runCli(t, ['dump', '--out', again], { env: processEnv(same) })).code, 0)
   assert.deepEqual(trailerOf(again), trailerOf(out), 'the load holds what the dump held')
@@ -217,6 +217,6 @@ test('a dump never holds the master secret; its load works, and says when the se
   assert.match(elsewhere.stderr, /checksums match\n/)
   assert.match(
     elsewhere.stderr,
-    /^note: the dump holds no master secret, and the secret this load runs with does not open its webhook signing secrets: start the servers with SHIPLOG_SECRET set to the source installation's secret/m,
+    /^note: the dump holds no secret, and the database holds data sealed with another secret than the one in SHIPLOG_SECRET: set SHIPLOG_SECRET to the secret of the installation this data came from/m,
   )
 })

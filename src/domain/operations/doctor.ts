@@ -105,7 +105,7 @@ async function checkDatabase(config: Config, where: string, add: Add): Promise<v
     let migrated = false
     try {
       const status = await within(schemaStatus(opened), CHECK_TIMEOUT_MS, 'the database')
-      migrated = status.applied > 0
+      migrated = status.pending.length === 0 && status.unknown.length === 0
       if (status.unknown.length > 0) {
         add(
           'FAIL',
