@@ -27,7 +27,7 @@ export class SecretError extends Error {}
 export function secretSource(config: Config): string {
   if (config.secretFile !== null) return config.secretFile
   if (config.database.dialect === 'postgres' && config.secret === null)
-    return 'the database (settings row session_secret)'
+    return "the database's session_secret row"
   if (config.database.dialect === 'sqlite' && config.database.path === ':memory:')
     return 'this process (in-memory database)'
   return 'SHIPLOG_SECRET'
@@ -46,8 +46,20 @@ export interface SecretStatus {
   problem: string | null
 }
 
-const ADVICE =
-  'set SHIPLOG_SECRET to the secret of the installation this data came from (a default SQLite installation keeps it in the file "secret" beside its database); see README "The secret"'
+/** What to do about it: put the right secret where this installation looks for one. */
+function advice(config: Config): string {
+  const origin =
+    'the secret of the installation this data came from (a default SQLite installation keeps it in the file "secret" beside its database)'
+  return config.secretFile !== null
+    ? `put ${origin} at ${config.secretFile}, or set SHIPLOG_SECRET to it; see README "The secret"`
+    : `set SHIPLOG_SECRET to ${origin}; see README "The secret"`
+}
+
+/** Where this configuration looked for a secret and found none. */
+function missing(config: Config): string {
+  if (config.secretFile !== null) return `SHIPLOG_SECRET is unset and there is no ${config.secretFile}`
+  return 'SHIPLOG_SECRET is unset and the database has no session_secret row'
+}
 
 /** How the configured secret stands with `db`; reads only, creates nothing. */
 export async function secretStatus(config: Config, db: Kysely<DB>): Promise<SecretStatus> {
@@ -67,9 +79,9 @@ export async function secretStatus(config: Config, db: Kysely<DB>): Promise<Secr
   let problem: string | null = null
   if (secret === null) {
     if (sealed)
-      problem = `the database holds data sealed with a secret this installation does not have (none in ${source}): ${ADVICE}`
+      problem = `the database holds data sealed with a secret this installation does not have (${missing(config)}): ${advice(config)}`
   } else if (check !== null ? check !== secretCheck(secret) : webhook && !opensWith(secret, webhook.secret)) {
-    problem = `the database holds data sealed with another secret than the one in ${source}: ${ADVICE}`
+    problem = `the database holds data sealed with another secret than the one in ${source}: ${advice(config)}`
   }
   return { secret, source, check, sealed, problem }
 }
@@ -99,7 +111,7 @@ export async function resolveAppSecret(config: Config, db: Kysely<DB>): Promise<
       .executeTakeFirstOrThrow()
     if (written.value !== secretCheck(secret))
       throw new SecretError(
-        `the database holds data sealed with another secret than the one in ${status.source}: ${ADVICE}`,
+        `the database holds data sealed with another secret than the one in ${status.source}: ${advice(config)}`,
       )
   }
   return secret
