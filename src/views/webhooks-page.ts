@@ -39,7 +39,8 @@ function triggers(w: WebhookRow): string {
 }
 
 export function webhookState(w: WebhookRow, unsealable = false): SafeHtml {
-  if (unsealable) return html`<span class="webhook-state failing">failing: ${UNSEALABLE}</span>`
+  if (unsealable)
+    return html`<span><span class="webhook-state failing">failing: cannot sign</span><br><span class="hint">${UNSEALABLE}</span></span>`
   if (Number(w.enabled) !== 1)
     return html`<span class="webhook-state disabled">disabled${w.disabled_at !== null ? html` since ${timeTag(Number(w.disabled_at))}` : ''}</span>`
   if (w.failing_since !== null)

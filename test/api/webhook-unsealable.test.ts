@@ -32,11 +32,14 @@ test('a webhook sealed with another secret shows as failing in Settings, and the
   assert.equal(list.statusCode, 200)
   assert.match(
     list.payload,
-    /webhook-state failing">failing: its signing secret cannot be unsealed with this server&#39;s secret/,
+    /<span><span class="webhook-state failing">failing: cannot sign<\/span><br><span class="hint">its signing secret cannot be unsealed with this server&#39;s secret/,
   )
   assert.doesNotMatch(list.payload, /webhook-state active/)
   const detail = await browser.get(`/settings/webhooks/${webhook.id}/`)
-  assert.match(detail.payload, /webhook-state failing">failing: its signing secret cannot be unsealed/)
+  assert.match(
+    detail.payload,
+    /<span><span class="webhook-state failing">failing: cannot sign<\/span><br><span class="hint">its signing secret cannot be unsealed/,
+  )
 
   const res = await deploy(ctx.app, ctx.tenant.key, {
     service: 'api',
