@@ -35,10 +35,20 @@ export const PAGE_COMPRESSION = settings({ brotliQuality: 4, gzipLevel: 6 })
  * The streamed exports: hundreds of MB at several hundred thousand rows a second, which the
  * compressor (on libuv's thread pool, beside the thread writing the rows) must keep up with.
  * Measured on export CSV, one core of this machine (docs/PERFORMANCE.md, "Compressed exports"):
- * Brotli 2 about 90 MB/s at 5.8:1 and gzip 2 about 65 MB/s at 5.7:1, where Brotli 4 managed 19 MB/s
- * and gzip 6 25 MB/s for a ratio only a little better.
+ * Brotli 1 about 0.8 µs a row (200+ MB/s) at 5.8:1, Brotli 2 about 1.5 µs (110+ MB/s) at 6.1:1,
+ * gzip 2 about 1.2 µs (130+ MB/s) at 5.8:1; Brotli 4 and gzip 6 were slower still for little more.
+ * This one, Brotli 2, for exports written a few rows at a time (the audit log's); the event
+ * exports use EVENT_EXPORT_COMPRESSION.
  */
 export const EXPORT_COMPRESSION = settings({ brotliQuality: 2, gzipLevel: 2 })
+
+/**
+ * The event exports (/logs/export.csv and .json): Brotli 1, half Brotli 2's CPU a row. Brotli 0
+ * and 1 compress each write as it comes, in blocks of their own, so they suit only a stream written
+ * in large pieces, as these are (chunks of a thousand rows or more, src/domain/events/export): the
+ * audit export, written a few rows at a time, came out larger than itself at Brotli 1.
+ */
+export const EVENT_EXPORT_COMPRESSION = settings({ brotliQuality: 1, gzipLevel: 2 })
 
 /**
  * Registers @fastify/compress for every route added after it, except `uncompressed` ones (the

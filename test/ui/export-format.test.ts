@@ -174,6 +174,8 @@ const HOSTILE = [
   'tab\t=1',
   'null',
   '1e3',
+  // Joined by SQLite's export query, a value like this would read as a record of its own.
+  `x\u001e7${'\u001f0'.repeat(11)}`,
   '',
 ]
 

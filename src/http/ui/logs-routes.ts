@@ -19,7 +19,7 @@ import {
 } from '../../domain/events/queries.js'
 import { errorPage } from '../../views/auth-pages.js'
 import { logsPage } from '../../views/logs-page.js'
-import { EXPORT_COMPRESSION } from '../compression.js'
+import { EVENT_EXPORT_COMPRESSION } from '../compression.js'
 import { HttpProblem, sendProblem } from '../problem.js'
 import { auditFrom } from './audit-context.js'
 import type { UiContext } from './context.js'
@@ -192,7 +192,7 @@ export const logsRoutes: FastifyPluginAsync<UiContext> = async (plain, ctx) => {
 
   for (const format of ['csv', 'json'] as const) {
     // Compressed at the levels that keep up with the stream (src/http/compression.ts).
-    const options = { schema, attachValidation: true, compress: EXPORT_COMPRESSION }
+    const options = { schema, attachValidation: true, compress: EVENT_EXPORT_COMPRESSION }
     app.get(`/logs/export.${format}`, options, async (request, reply) => {
       const user = ctx.requireUser(request, reply)
       if (!user) return reply

@@ -35,11 +35,14 @@ const BACKSLASH = 0x5c
 
 // The CSV rule (format.ts) as byte tables: its characters are ASCII, so each is one UTF-8 byte that
 // no multi-byte sequence contains.
-const QUOTE_BYTE = CSV_QUOTE.charCodeAt(0)
-const GUARD_BYTE = CSV_FORMULA_GUARD.charCodeAt(0)
-const FORMULA_START = byteTable(CSV_FORMULA_STARTS)
+/** The CSV quote's byte. */
+export const QUOTE_BYTE = CSV_QUOTE.charCodeAt(0)
+export const GUARD_BYTE = CSV_FORMULA_GUARD.charCodeAt(0)
+/** 1 for the first bytes of a formula (CSV_FORMULA_STARTS), 0 for any other byte. */
+export const FORMULA_START = byteTable(CSV_FORMULA_STARTS)
 
-function byteTable(characters: readonly string[]): Uint8Array {
+/** A table of 256 entries, 1 for the bytes of these (one-byte) characters. */
+export function byteTable(characters: readonly string[]): Uint8Array {
   const table = new Uint8Array(256)
   for (const c of characters) table[c.charCodeAt(0)] = 1
   return table
@@ -171,64 +174,6 @@ export function csvCellBytes(source: Buffer, start: number, end: number, out: Bu
     if (b === QUOTE_BYTE) out[pos++] = QUOTE_BYTE
   }
   out[pos++] = QUOTE_BYTE
-  return pos
-}
-
-/**
- * What a record's text values joined by CSV_CELL_JOIN (`","`) need before they are its cells, once
- * a quote is put before and after them: nothing (QUOTED_PLAIN), a guard before some value
- * (QUOTED_GUARDS, see guardQuotedCells), or — when a value holds a quote itself, so that where one
- * value ends is a guess — the record written another way (QUOTED_AMBIGUOUS).
- */
-export const QUOTED_PLAIN = 0
-export const QUOTED_GUARDS = 1
-export const QUOTED_AMBIGUOUS = 2
-export type QuotedJoinState = typeof QUOTED_PLAIN | typeof QUOTED_GUARDS | typeof QUOTED_AMBIGUOUS
-
-/** What joins a record's values so that, quoted at both ends, they read as quoted cells. */
-export const CSV_CELL_JOIN = `${CSV_QUOTE},${CSV_QUOTE}`
-
-/**
- * Scans `cells` values joined by CSV_CELL_JOIN. The join holds two quotes; values hold none exactly
- * when the bytes hold 2 × (cells − 1), and then every second quote ends a join, so the byte after it
- * starts a value. One pass, reading only: the common record is done without a byte moved.
- */
-export function quotedJoinState(buffer: Buffer, start: number, end: number, cells: number): QuotedJoinState {
-  let guards = end > start && FORMULA_START[buffer[start] as number] === 1
-  let quotes = 0
-  for (let i = start; i < end; i++) {
-    if (buffer[i] !== QUOTE_BYTE) continue
-    quotes++
-    if ((quotes & 1) === 0 && i + 1 < end && FORMULA_START[buffer[i + 1] as number] === 1) guards = true
-  }
-  if (quotes !== 2 * (cells - 1)) return QUOTED_AMBIGUOUS
-  return guards ? QUOTED_GUARDS : QUOTED_PLAIN
-}
-
-/**
- * Copies values joined by CSV_CELL_JOIN, none holding a quote (quotedJoinState said
- * QUOTED_GUARDS), with the guard before each value that starts a formula. Room needed: the length
- * plus one per value.
- */
-export function guardQuotedCells(
-  source: Buffer,
-  start: number,
-  end: number,
-  out: Buffer,
-  at: number,
-): number {
-  let pos = at
-  if (end > start && FORMULA_START[source[start] as number] === 1) out[pos++] = GUARD_BYTE
-  let quotes = 0
-  for (let i = start; i < end; i++) {
-    const b = source[i] as number
-    out[pos++] = b
-    if (b !== QUOTE_BYTE) continue
-    quotes++
-    if ((quotes & 1) === 0 && i + 1 < end && FORMULA_START[source[i + 1] as number] === 1) {
-      out[pos++] = GUARD_BYTE
-    }
-  }
   return pos
 }
 

@@ -1,37 +1,30 @@
-// The SQLite side of the exports: SQLite reads each record as one string, and chunks of records become bytes here.
+// The SQLite side of the exports: SQLite joins a chunk of records into one blob, and joined.ts turns it into bytes.
+import { isUtf8 } from 'node:buffer'
 import { setImmediate as nextTurn } from 'node:timers/promises'
 import { sql } from 'kysely'
 import type { SqliteHandle, SqlReader } from '../../../db/connect.js'
 import type { EventRow } from '../../../db/schema.js'
 import type { EventQueryPlan, Position } from '../queries.js'
 import { selectEvents } from '../queries.js'
+import { type ExportFormat, eventToCsvLine, eventToJson } from './format.js'
 import {
-  ChunkBytes,
-  COMMA,
-  CR,
-  CSV_CELL_JOIN,
-  copyBytes,
-  guardQuotedCells,
-  LF,
-  QUOTE,
-  QUOTED_AMBIGUOUS,
-  QUOTED_PLAIN,
-  quotedJoinState,
-  writeCsvInteger,
-  writeCsvTime,
-  writeInteger,
-  writeIsoTime,
-  writeText,
-} from './bytes.js'
-import { type ExportFormat, eventToCsvLine } from './format.js'
+  type ChunkEnd,
+  CSV_TEXT_FIELDS,
+  csvFromJoined,
+  FIELD_SEPARATOR,
+  type JoinedOutput,
+  jsonFromJoined,
+  RECORD_SEPARATOR,
+} from './joined.js'
 
 /**
- * Rows per chunk. Each chunk is one statement run to completion (a read transaction of a couple of
- * milliseconds), so the writer is never held up and no statement stays open across requests. Small
- * enough that the rows of a chunk are garbage before V8's next scavenge: with 4000 the survivors were
- * promoted and the heap, and the server's memory, grew over a long export.
+ * Rows per chunk. Each chunk is one statement run to completion (a read transaction of a few
+ * milliseconds), so the writer is never held up, no statement stays open across requests, and other
+ * requests get their turn between chunks. A chunk reaches JavaScript as one blob, not a value per
+ * row, so its size no longer decides how much the heap keeps (with a string or two per row, 4000
+ * rows made the survivors of a scavenge promoted and the server's memory grow over a long export).
  */
-export const SQLITE_CHUNK_ROWS = 1000
+export const SQLITE_CHUNK_ROWS = 2000
 
 /** The ten text columns after id and received_at, in export order. */
 const SQLITE_TEXT_COLUMNS = [
@@ -46,110 +39,119 @@ const SQLITE_TEXT_COLUMNS = [
   'events.source',
   'events.api_key_name',
 ]
+if (SQLITE_TEXT_COLUMNS.length !== CSV_TEXT_FIELDS) throw new Error('export: CSV text columns out of step')
+
+/** The separators as SQL string literals (the raw control characters; SQLite takes any text there). */
+const FIELD = `'${String.fromCharCode(FIELD_SEPARATOR)}'`
+const RECORD = `'${String.fromCharCode(RECORD_SEPARATOR)}'`
 
 /**
- * What SQLite selects for a CSV record: id, received_at, and the other ten values (NULL as empty)
- * joined by `","`, so that with a quote before and after they are the record's quoted cells
- * (format.ts). One string a row costs a fraction of one value per cell (better-sqlite3 pays per
- * value), and SQLite only concatenates: escaping each cell in SQL took it some sixty function calls
- * a row, more than doubling the export's CPU time. The bytes are checked here (bytes.ts:
- * quotedJoinState): a value holding a quote, rare, makes the record be written from its row.
+ * One CSV record as SQLite joins it: id, received_at and the ten values, NULL as empty (concat()
+ * takes NULL as ''), one call a row. Quoting, doubling quotes and guarding formula starts are left
+ * to joined.ts, which does them while it copies the bytes once: in SQL, escaping each cell took
+ * some sixty function calls a row and more than doubled the export's CPU time.
  */
-const SQLITE_CSV_COLUMNS = sql.raw(
-  [
-    'events.id',
-    'events.received_at',
-    SQLITE_TEXT_COLUMNS.map((column) => `ifnull(${column}, '')`).join(` || '${CSV_CELL_JOIN}' || `),
-  ].join(', '),
-)
+const SQLITE_CSV_RECORD = `concat(events.id, ${FIELD}, events.received_at, ${SQLITE_TEXT_COLUMNS.map((c) => `${FIELD}, ${c}`).join(', ')})`
 
 /**
- * What SQLite selects for a JSON record: id, received_at, and the other keys as SQLite's own JSON
- * object, whose string escapes are JSON.stringify's (test/ui/export-format.test.ts checks every
- * control character, and fuzzes the rest).
+ * One JSON record: id, received_at and SQLite's own JSON object of the other keys, whose string
+ * escapes are JSON.stringify's (test/ui/export-format.test.ts checks every control character, and
+ * fuzzes the rest) and leave no raw control character, so no separator, in it.
  */
-const SQLITE_JSON_COLUMNS = sql.raw(
+const SQLITE_JSON_RECORD =
+  `concat(events.id, ${FIELD}, events.received_at, ${FIELD}, ` +
+  "json_object('service', events.service, 'environment', events.environment, 'version', events.version, " +
+  "'status', events.status, 'url', events.url, 'commit', events.commit_sha, 'description', events.description, " +
+  "'deployer', events.deployer, 'source', events.source, 'api_key_name', events.api_key_name))"
+
+/**
+ * What the plain way reads: the stored row, column by column (never `*`: columns the export does
+ * not show may be added to the table).
+ */
+const PLAIN_COLUMNS = sql.raw(
   [
-    'events.id',
-    'events.received_at',
-    "json_object('service', events.service, 'environment', events.environment, 'version', events.version, " +
-      "'status', events.status, 'url', events.url, 'commit', events.commit_sha, 'description', events.description, " +
-      "'deployer', events.deployer, 'source', events.source, 'api_key_name', events.api_key_name)",
-  ].join(', '),
+    'id',
+    'account_id',
+    'service',
+    'environment',
+    'version',
+    'status',
+    'url',
+    'commit_sha',
+    'description',
+    'deployer',
+    'source',
+    'api_key_id',
+    'api_key_name',
+    'received_at',
+  ]
+    .map((column) => `events.${column}`)
+    .join(', '),
 )
 
-type CsvRow = [id: number, receivedAt: number, values: string]
-type JsonRow = [id: number, receivedAt: number, object: string]
-
-/** A record's values as UTF-8 while guards go in, reused (a record is written before the next one is read). */
-let valueBytes = Buffer.allocUnsafe(4096)
-
-function sqliteCsvChunk(sql: SqlReader, rows: CsvRow[]): Buffer {
-  const chunk = new ChunkBytes(rows.length * 256)
-  for (const [id, receivedAt, values] of rows) {
-    // UTF-8 takes at most three bytes per UTF-16 unit; id, time, quotes, commas, a guard per value
-    // and CR LF fit in 96. Reserved once: a reserve made after writing would drop what it wrote.
-    chunk.reserve(values.length * 3 + 96)
-    const out = chunk.buffer
-    let pos = writeCsvInteger(out, chunk.length, id)
-    out[pos++] = COMMA
-    pos = writeCsvTime(out, pos, receivedAt)
-    out[pos++] = COMMA
-    out[pos++] = QUOTE
-    // Most records need nothing more: their bytes, quoted at both ends, are the cells.
-    const end = writeText(out, pos, values)
-    const state = quotedJoinState(out, pos, end, SQLITE_TEXT_COLUMNS.length)
-    if (state === QUOTED_PLAIN) {
-      pos = end
-    } else if (state === QUOTED_AMBIGUOUS) {
-      // A value holds a quote: this record the plain way, from its row (left out when it was
-      // deleted since the chunk was read, as if deleted just before).
-      const row = sql.get<EventRow>('select * from events where id = ?', id)
-      if (row) {
-        const line = eventToCsvLine(row)
-        chunk.reserve(line.length * 3)
-        chunk.length = writeText(chunk.buffer, chunk.length, line)
-      }
-      continue
-    } else {
-      const length = end - pos
-      if (length > valueBytes.length) valueBytes = Buffer.allocUnsafe(length * 2)
-      out.copy(valueBytes, 0, pos, end)
-      pos = guardQuotedCells(valueBytes, 0, length, out, pos)
-    }
-    out[pos++] = QUOTE
-    out[pos++] = CR
-    out[pos++] = LF
-    chunk.length = pos
-  }
-  return chunk.take()
+/** A compiled statement. */
+interface Query {
+  sql: string
+  parameters: readonly unknown[]
 }
 
-const JSON_ID = Buffer.from('{"id":', 'latin1')
-const JSON_TIME = Buffer.from(',"received_at":"', 'latin1')
+interface Chunk {
+  bytes: Buffer
+  /** Its last record: the next chunk starts after it. */
+  last: Position
+  /** Whether it holds chunkRows records (so more may follow). */
+  full: boolean
+}
 
-function sqliteJsonChunk(rows: JsonRow[], first: boolean): Buffer {
-  const chunk = new ChunkBytes(rows.length * 512)
-  let separator = !first
-  for (const [id, receivedAt, object] of rows) {
-    chunk.reserve(object.length * 3 + 64)
-    const out = chunk.buffer
-    let pos = chunk.length
-    if (separator) out[pos++] = COMMA
-    out[pos++] = LF
-    pos = copyBytes(JSON_ID, 0, JSON_ID.length, out, pos)
-    pos = writeInteger(out, pos, id)
-    pos = copyBytes(JSON_TIME, 0, JSON_TIME.length, out, pos)
-    pos = writeIsoTime(out, pos, receivedAt)
-    out[pos++] = QUOTE
-    // object is {"service":…}: its "{" becomes the comma before its first key.
-    const start = pos
-    pos = writeText(out, pos, object)
-    out[start] = COMMA
-    chunk.length = pos
-    separator = true
+/**
+ * One chunk: the records SQLite joined into one blob (how many it counted beside them), written by
+ * joined.ts; when it refuses them (a value holding a separator or invalid UTF-8, or SQLite handing
+ * the rows over in another order), the same chunk from its rows, the plain way (format.ts).
+ */
+function sqliteChunk(
+  reader: SqlReader,
+  queries: { joined: Query; plain: Query },
+  format: ExportFormat,
+  byTime: boolean,
+  after: Position | undefined,
+  chunkRows: number,
+): Chunk | null {
+  const [[rows, blob]] = reader.arrays(queries.joined.sql, ...queries.joined.parameters) as [
+    [number, Buffer | null],
+  ]
+  if (rows === 0 || blob === null) return null
+  const out: JoinedOutput = { buffer: Buffer.allocUnsafe(blob.length * 2), length: 0 }
+  let last: ChunkEnd = null
+  if (isUtf8(blob)) {
+    last =
+      format === 'csv'
+        ? csvFromJoined(blob, rows, after, byTime, out)
+        : jsonFromJoined(blob, rows, after, byTime, out)
   }
-  return chunk.take()
+  if (last === null) return plainChunk(reader, queries.plain, format, after, chunkRows)
+  return { bytes: out.buffer.subarray(0, out.length), last, full: rows === chunkRows }
+}
+
+/** A chunk from its rows, record by record with format.ts's plain encoder. */
+function plainChunk(
+  reader: SqlReader,
+  query: Query,
+  format: ExportFormat,
+  after: Position | undefined,
+  chunkRows: number,
+): Chunk | null {
+  const rows = reader.all<EventRow>(query.sql, ...query.parameters)
+  const last = rows.at(-1)
+  if (!last) return null
+  const text =
+    format === 'csv'
+      ? rows.map(eventToCsvLine).join('')
+      : rows.map((row, i) => `${after === undefined && i === 0 ? '' : ','}\n${eventToJson(row)}`).join('')
+  return {
+    bytes: Buffer.from(text, 'utf8'),
+    last: { id: last.id, receivedAt: last.received_at },
+    full: rows.length === chunkRows,
+  }
 }
 
 /** The export's records, chunk by chunk, each chunk one short statement. */
@@ -159,30 +161,31 @@ export async function* sqliteChunks(
   format: ExportFormat,
   chunkRows: number,
 ): AsyncGenerator<Buffer> {
-  const columns = format === 'csv' ? SQLITE_CSV_COLUMNS : SQLITE_JSON_COLUMNS
+  const record = sql.raw(`${format === 'csv' ? SQLITE_CSV_RECORD : SQLITE_JSON_RECORD} as record`)
   let after: Position | undefined
   for (const part of plan.parts) {
     for (;;) {
-      const query = selectEvents(plan, part, { columns, after, limit: chunkRows }).compile(database.db)
-      // One read of the read connection: the rows as arrays (no object per row) and their bytes.
-      const chunk = await database.read((sql) => {
-        const rows = sql.arrays(query.sql, ...query.parameters)
-        const last = rows.at(-1) as [number, number] | undefined
-        if (!last) return null
-        const bytes =
-          format === 'csv'
-            ? sqliteCsvChunk(sql, rows as CsvRow[])
-            : sqliteJsonChunk(rows as JsonRow[], after === undefined)
-        return { bytes, last, full: rows.length === chunkRows }
-      })
+      const inner = selectEvents(plan, part, { columns: record, after, limit: chunkRows })
+      const queries = {
+        joined:
+          sql`select count(*), cast(group_concat(record, ${sql.raw(RECORD)}) as blob) from (${inner})`.compile(
+            database.db,
+          ),
+        plain: selectEvents(plan, part, { columns: PLAIN_COLUMNS, after, limit: chunkRows }).compile(
+          database.db,
+        ),
+      }
+      const from = after
+      // One read of the read connection: the chunk's blob, and its bytes.
+      const chunk = await database.read((reader) =>
+        sqliteChunk(reader, queries, format, plan.byTime, from, chunkRows),
+      )
       if (!chunk) break
-      const { bytes, last, full } = chunk
-      after = { id: last[0], receivedAt: last[1] }
-      // The rows are not needed while the chunk is sent.
-      yield bytes
+      after = chunk.last
+      yield chunk.bytes
+      if (!chunk.full) break
       // better-sqlite3 is synchronous: give other requests their turn between chunks.
       await nextTurn()
-      if (!full) break
     }
   }
 }
