@@ -9,7 +9,9 @@ import { insertEvents, parseCsv, unescapeHtml, userSession } from '../support/ui
 
 function hintLinks(page: string): string[] {
   const block = /<div class="panel name-hints"[^>]*>([\s\S]*?)<\/div>/.exec(page)?.[1] ?? ''
-  return [...block.matchAll(/<a href="([^"]*)">([^<]*)<\/a>/g)].map((m) => `${unescapeHtml(m[2] ?? '')} ${unescapeHtml(m[1] ?? '')}`)
+  return [...block.matchAll(/<a href="([^"]*)">([^<]*)<\/a>/g)].map(
+    (m) => `${unescapeHtml(m[2] ?? '')} ${unescapeHtml(m[1] ?? '')}`,
+  )
 }
 
 test('a service filter matches whole names everywhere, and a name that matches nothing gets suggestions', async (t) => {
@@ -26,18 +28,29 @@ test('a service filter matches whole names everywhere, and a name that matches n
   const bill = await browser.get('/logs/?service=bill')
   assert.equal(bill.statusCode, 200)
   assert.match(bill.payload, /No service is named <b>bill<\/b>/)
-  assert.deepEqual(hintLinks(bill.payload), ['billing /logs/?service=billing', 'billing-api /logs/?service=billing-api'])
+  assert.deepEqual(hintLinks(bill.payload), [
+    'billing /logs/?service=billing',
+    'billing-api /logs/?service=billing-api',
+  ])
   // A slip of a key: the near name is offered.
   assert.deepEqual(hintLinks((await browser.get('/logs/?service=biling&status=Deployed')).payload), [
     'billing /logs/?service=billing&status=Deployed',
   ])
-  assert.deepEqual(hintLinks((await browser.get('/logs/?environment=prd')).payload), ['prod /logs/?environment=prod'])
+  assert.deepEqual(hintLinks((await browser.get('/logs/?environment=prd')).payload), [
+    'prod /logs/?environment=prod',
+  ])
 
   // A name that exists: exactly it (any letter case), no hint; the export and the API agree.
   const exact = await browser.get('/logs/?service=BILLING')
   assert.doesNotMatch(exact.payload, /name-hints/)
   const csv = parseCsv((await browser.get('/logs/export.csv?service=BILLING')).payload)
-  assert.deepEqual(csv.slice(1).map((r) => r[2]).sort(), ['Billing', 'billing'])
+  assert.deepEqual(
+    csv
+      .slice(1)
+      .map((r) => r[2])
+      .sort(),
+    ['Billing', 'billing'],
+  )
   const api = (await browser.get('/api/v1/events?service=BILLING')).json().events as { service: string }[]
   assert.deepEqual(api.map((e) => e.service).sort(), ['Billing', 'billing'])
   // The name that matches nothing lists nothing in all three.
