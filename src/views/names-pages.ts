@@ -56,7 +56,7 @@ export function renameServicePage(d: NameFormData & { service: string; others: s
         <input id="rn-to" name="to" type="text" required maxlength="100" list="rn-others" value="${d.form.to ?? ''}" ${to.attrs}>
         ${to.message}
         <datalist id="rn-others">${d.others.map((n) => html`<option value="${n}"></option>`)}</datalist>
-        <p><button type="submit">Rename or merge</button> <a href="${servicePath(d.service)}">Cancel</a></p>
+        <p><button type="submit">Rename or merge</button> <a class="button secondary" href="${servicePath(d.service)}">Cancel</a></p>
       </form>`,
   })
 }
@@ -79,7 +79,7 @@ export function deleteServicePage(d: NameFormData & { service: string; events: n
         <label for="del-confirm">Type the service name, <strong class="mono">${d.service}</strong>, to confirm</label>
         <input id="del-confirm" name="confirm" type="text" required autocomplete="off" spellcheck="false" value="${d.form.confirm ?? ''}" ${confirm.attrs}>
         ${confirm.message}
-        <p><button type="submit" class="danger">Delete history</button> <a href="${servicePath(d.service)}">Cancel</a></p>
+        <p><button type="submit" class="danger">Delete history</button> <a class="button secondary" href="${servicePath(d.service)}">Cancel</a></p>
       </form>`,
   })
 }
@@ -110,7 +110,7 @@ export function renameEnvironmentPage(d: NameFormData & { environments: string[]
         <input id="env-to" name="to" type="text" required maxlength="100" list="env-names" value="${d.form.to ?? ''}" ${to.attrs}>
         ${to.message}
         <datalist id="env-names">${d.environments.map((n) => html`<option value="${n}"></option>`)}</datalist>
-        <p><button type="submit">Rename or merge</button> <a href="/settings/#environments-heading">Cancel</a></p>
+        <p><button type="submit">Rename or merge</button> <a class="button secondary" href="/settings/#environments-heading">Cancel</a></p>
       </form>`,
   })
 }
