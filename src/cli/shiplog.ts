@@ -37,6 +37,7 @@ import {
 import { PACKAGE_JSON } from '../paths.js'
 import { serveUntilSignalled } from '../server.js'
 import { CliError, reportFailure, withDatabase } from './common.js'
+import { NAMES_USAGE, namesCommand } from './names.js'
 import { copyCommand, dumpCommand, loadCommand } from './ops-data.js'
 import { backupCommand, doctorCommand, OPS_USAGE, retentionCommand } from './ops-misc.js'
 import { parseVerifyArgs, runVerify } from './verify.js'
@@ -85,6 +86,7 @@ Commands:
                                      row; --head checks a head kept from an export or log;
                                      exit 0 only when intact
 ${OPS_USAGE}
+${NAMES_USAGE}
 
 Configuration comes from the environment: PORT, HOST, DATABASE_URL (default
 sqlite:./data/shiplog.db), SHIPLOG_SECRET, SHIPLOG_PUBLIC_URL, LOG_LEVEL, REDIS_URL,
@@ -582,6 +584,7 @@ export async function main(argv: string[]): Promise<number> {
     else if (command === 'backup') return await backupCommand(argv.slice(1))
     else if (command === 'retention') return await retentionCommand(sub, rest)
     else if (command === 'doctor') return await doctorCommand(argv.slice(1))
+    else if (command === 'services' || command === 'env') return await namesCommand(command, sub, rest)
     else throw new CliError(`unknown command "${argv.slice(0, 2).join(' ')}" (see shiplog --help)`, 2)
     return 0
   } catch (err) {

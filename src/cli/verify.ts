@@ -45,6 +45,9 @@ export async function runVerify(
     const head = s.through === 0 ? 'nothing chained yet' : `head ${s.stream}:${s.through}:${s.link}`
     const pruned = s.stream === 'events' ? `, ${s.pruned} pruned by retention` : ''
     write(`${s.stream}: ${s.checked} rows checked${pruned}, ${s.pending} not chained yet; ${head}`)
+    // Deletions an admin made (each with its audit entry), named so the reader can look them up.
+    for (const e of s.erased)
+      write(`${s.stream}: ${e.rows} deleted by an admin: ${e.reason} (see the audit log)`)
   }
   for (const head of args.heads) {
     const failed = result.problems.some(

@@ -280,6 +280,24 @@ export interface OidcLoginsTable {
   expires_at: EpochMs
 }
 
+/** A service or environment name renamed or merged into another (src/domain/names/). */
+export interface NameAliasesTable {
+  account_id: number
+  kind: 'service' | 'environment'
+  from_name: string
+  to_name: string
+  created_at: EpochMs
+}
+
+/** A chained row an admin deleted with its service's history (the audit entry at `audit_at` says so). */
+export interface ChainErasuresTable {
+  stream: 'events' | 'audit'
+  row_id: number
+  account_id: number
+  audit_at: EpochMs
+  reason: string
+}
+
 export interface DB {
   accounts: AccountsTable
   users: UsersTable
@@ -298,6 +316,8 @@ export interface DB {
   webhooks: WebhooksTable
   webhook_deliveries: WebhookDeliveriesTable
   audit_entries: AuditEntriesTable
+  name_aliases: NameAliasesTable
+  chain_erasures: ChainErasuresTable
   chain_links: ChainLinksTable
   chain_heads: ChainHeadsTable
   user_identities: UserIdentitiesTable

@@ -46,6 +46,7 @@ function environmentsSection(d: BoardSettingsData, isAdmin: boolean): SafeHtml {
         </li>`,
           )}</ol>`
     }
+    ${isAdmin && list.length > 0 ? html`<p><a href="/settings/environments/rename">Rename or merge an environment…</a> (e.g. <code>Dev</code> into <code>dev</code>)</p>` : ''}
   </section>`
 }
 

@@ -32,6 +32,8 @@ export interface LogsPageData {
   listing: LogsListing | null
   suggestions: { services: string[]; environments: string[] }
   baseUrl: string
+  /** "No service is named …; did you mean …?" (views/name-hints.ts), when a name filter names nothing. */
+  nameHints?: SafeHtml
 }
 
 function isWebUrl(value: string): boolean {
@@ -184,6 +186,7 @@ export function logsPage(d: LogsPageData): SafeHtml {
         </form>
       </details>
       ${errors}
+      ${d.nameHints ?? ''}
       ${results}`,
   })
 }

@@ -132,6 +132,7 @@ export function servicePage(d: ServicePageData): SafeHtml {
       ${d.errors.length > 0 ? html`<div class="error-box" role="alert">${d.errors.map((e) => html`<p>${e}</p>`)}</div>` : ''}
       ${metaBlock(d.meta)}
       ${isAdmin ? editForm(d) : ''}
+      ${isAdmin ? html`<p class="name-actions"><a href="${servicePath(d.meta.name, 'rename')}">Rename or merge…</a> · <a href="${servicePath(d.meta.name, 'delete')}">Delete history…</a></p>` : ''}
       ${d.environment === null ? '' : html`<p>Showing ${d.environment} only. <a href="${servicePath(d.meta.name)}">All environments</a></p>`}
       ${d.sections.map((s, i) => timeline(d.meta.name, s, i))}`,
   })

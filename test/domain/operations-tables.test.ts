@@ -38,6 +38,8 @@ const DECLARED: Record<keyof DB, true> = {
   chain_heads: true,
   user_identities: true,
   oidc_logins: true,
+  name_aliases: true,
+  chain_erasures: true,
 }
 
 async function migrated(t: Cleanup): Promise<Database> {

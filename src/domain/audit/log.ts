@@ -34,6 +34,9 @@ export const AUDIT_ACTIONS = [
   'webhook.enabled',
   'webhook.redelivered',
   'webhook.disabled',
+  'service.renamed',
+  'environment.renamed',
+  'service.history_deleted',
 ] as const
 export type AuditAction = (typeof AUDIT_ACTIONS)[number]
 

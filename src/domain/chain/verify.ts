@@ -55,6 +55,8 @@ export interface StreamSummary {
   checked: number
   /** Links whose row retention deleted. */
   pruned: number
+  /** Links whose row an admin deleted with its service's history, by what was deleted. */
+  erased: { reason: string; rows: number }[]
   /** Rows past the head, waiting to be chained. */
   pending: number
   /** The stored head. */
@@ -97,6 +99,37 @@ async function retentionCutoffs(db: Kysely<DB>, now: number): Promise<Map<number
   return cutoffs
 }
 
+/**
+ * The rows an admin deleted with a service's history (chain_erasures), each kept only when the audit
+ * log holds the entry that records that deletion (service.history_deleted, same account and time):
+ * a deleted row passed off as erased without one is still reported missing.
+ */
+async function erasures(
+  db: Kysely<DB>,
+  database: Database,
+): Promise<Map<number, { accountId: number; reason: string }>> {
+  const found = new Map<number, { accountId: number; reason: string }>()
+  // A database from before migration 0014 (a backup verified as it is) has none.
+  const exists =
+    database.dialect === 'sqlite'
+      ? await sql<{
+          n: number
+        }>`select count(*) as n from sqlite_master where type = 'table' and name = 'chain_erasures'`.execute(
+          db,
+        )
+      : await sql<{ n: number }>`select count(*) as n from information_schema.tables
+          where table_schema = current_schema() and table_name = 'chain_erasures'`.execute(db)
+  if (Number(exists.rows[0]?.n ?? 0) === 0) return found
+  const { rows } = await sql<{ row_id: number; account_id: number; reason: string }>`
+    select e.row_id, e.account_id, e.reason from chain_erasures e
+    where e.stream = 'events' and exists (select 1 from audit_entries a
+      where a.account_id = e.account_id and a.at = e.audit_at and a.action = 'service.history_deleted')`.execute(
+    db,
+  )
+  for (const r of rows) found.set(Number(r.row_id), { accountId: Number(r.account_id), reason: r.reason })
+  return found
+}
+
 /** A keyset-paged reader of rows in id order. */
 async function* paged<T>(
   fetch: (after: number) => Promise<T[]>,
@@ -128,6 +161,7 @@ async function verifyStream(
   cutoffs: Map<number, number>,
   expected: readonly ExpectedHead[],
   problems: Problems,
+  erased: ReadonlyMap<number, { accountId: number; reason: string }> = new Map(),
 ): Promise<StreamSummary> {
   const head = await db
     .selectFrom('chain_heads')
@@ -139,6 +173,7 @@ async function verifyStream(
     stream: spec.name,
     checked: 0,
     pruned: 0,
+    erased: [],
     pending: 0,
     through,
     link: head?.link ?? genesisLink(spec.name),
@@ -149,6 +184,7 @@ async function verifyStream(
   const wanted = new Map(expected.filter((h) => h.stream === spec.name).map((h) => [h.id, h.link]))
   const seenWanted = new Set<number>()
   const noun = (id: number) => `${spec.noun} ${id}`
+  const erasedCounts = new Map<string, number>()
 
   const links = paged<LinkRow>(
     async (after) => {
@@ -216,6 +252,9 @@ async function verifyStream(
           })
         } else if (spec.name === 'events' && cutoff !== undefined && l.at !== null && l.at < cutoff) {
           summary.pruned++
+        } else if (spec.name === 'events' && erased.get(id)?.accountId === l.account_id) {
+          const reason = erased.get(id)?.reason ?? ''
+          erasedCounts.set(reason, (erasedCounts.get(reason) ?? 0) + 1)
         } else {
           problems.add({ stream: spec.name, id, kind: 'missing', message: `${noun(id)} missing` })
         }
@@ -266,6 +305,7 @@ async function verifyStream(
       })
     }
   }
+  summary.erased = [...erasedCounts].map(([reason, rows]) => ({ reason, rows }))
   for (const [id] of wanted) {
     if (!seenWanted.has(id))
       problems.add({
@@ -284,9 +324,10 @@ export async function verifyChains(database: Database, options: VerifyOptions = 
   const problems = new Problems(options.maxProblems ?? 20)
   const run = async (db: Kysely<DB>) => {
     const cutoffs = await retentionCutoffs(db, now)
+    const erased = await erasures(db, database)
     const streams: StreamSummary[] = []
     for (const spec of STREAMS)
-      streams.push(await verifyStream(db, spec, cutoffs, options.heads ?? [], problems))
+      streams.push(await verifyStream(db, spec, cutoffs, options.heads ?? [], problems, erased))
     return streams
   }
   // One consistent view of both chains, which holds no write lock: on SQLite a snapshot on a read

@@ -20,6 +20,7 @@ import {
   type StoredEvent,
   toStoredEvent,
 } from './derivation.js'
+import { type AliasRow, applyNameAliases, nameAliases, rawNames } from './name-aliases.js'
 import type { DerivationCache } from './state-cache.js'
 
 /** Rows per multi-row statement: well under PostgreSQL's 65,535 parameters. */
@@ -86,17 +87,26 @@ async function deriveBatch(
   const gapEvents: StoredEvent[] = []
   for (const gap of gaps)
     gapEvents.push(...(await selectEvents(trx, sql`id between ${gap.from_id} and ${gap.to_id}`)))
+  const aliases = nameAliases(
+    (await sql<AliasRow>`select account_id, kind, from_name, to_name from name_aliases`.execute(trx)).rows,
+  )
+  applyNameAliases(batch, aliases)
+  applyNameAliases(gapEvents, aliases)
   const start: BatchStart = { through, batch, gaps, gapEvents }
 
   const late = lateGroups(start)
   const regrouped = new Map<string, { group: GroupId; events: StoredEvent[] }>()
   const bound = regroupBound(start)
   for (const group of late) {
+    // A group whose names were renamed or merged into it (name_aliases): every name its events carry.
+    const services = rawNames(aliases, group.accountId, 'service', group.service)
+    const environments = rawNames(aliases, group.accountId, 'environment', group.environment)
     const events = await selectEvents(
       trx,
-      sql`account_id = ${group.accountId} and service = ${group.service} and environment = ${group.environment}
-        and id <= ${bound}`,
+      sql`account_id = ${group.accountId} and service = any(${services}::text[])
+        and environment = any(${environments}::text[]) and id <= ${bound}`,
     )
+    applyNameAliases(events, aliases)
     regrouped.set(groupIdKey(group), { group, events })
   }
   const loaded = new Map<string, LoadedGroup>()

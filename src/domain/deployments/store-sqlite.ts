@@ -16,6 +16,7 @@ import {
   regroupBound,
   type StoredEvent,
 } from './derivation.js'
+import { type AliasRow, applyNameAliases, nameAliases, rawNames } from './name-aliases.js'
 import type { DerivationCache } from './state-cache.js'
 
 /**
@@ -33,6 +34,9 @@ const SQL = {
   gaps: 'SELECT from_id, to_id, seen_at FROM deployment_gaps ORDER BY from_id',
   eventsBetween: `SELECT ${STORED_EVENT_COLUMNS} FROM events WHERE id >= ? AND id <= ? ORDER BY id`,
   groupEvents: `SELECT ${STORED_EVENT_COLUMNS} FROM events WHERE account_id = ? AND service = ? AND environment = ? AND id <= ? ORDER BY id`,
+  // A group whose names were renamed or merged into it (name_aliases): every name its events carry.
+  groupEventsAliased: `SELECT ${STORED_EVENT_COLUMNS} FROM events WHERE account_id = ? AND service IN (SELECT value FROM json_each(?)) AND environment IN (SELECT value FROM json_each(?)) AND id <= ? ORDER BY id`,
+  aliases: 'SELECT account_id, kind, from_name, to_name FROM name_aliases',
   head: 'SELECT running_id, latest_id FROM deployment_heads WHERE account_id = ? AND service = ? AND environment = ?',
   byId: 'SELECT * FROM deployments WHERE id = ?',
   open: 'SELECT * FROM deployments WHERE account_id = ? AND service = ? AND environment = ? AND result IS NULL',
@@ -123,16 +127,28 @@ function deriveBatch(
   const batch = events(q(SQL.eventsAfter).all(through, limit))
   const gaps = q(SQL.gaps).all() as GapRow[]
   const gapEvents = gaps.flatMap((gap) => events(q(SQL.eventsBetween).all(gap.from_id, gap.to_id)))
+  const aliases = nameAliases(q(SQL.aliases).all() as AliasRow[])
+  applyNameAliases(batch, aliases)
+  applyNameAliases(gapEvents, aliases)
   const start: BatchStart = { through, batch, gaps, gapEvents }
 
   const late = lateGroups(start)
   const regrouped = new Map<string, { group: GroupId; events: StoredEvent[] }>()
   const bound = regroupBound(start)
   for (const group of late) {
-    regrouped.set(groupIdKey(group), {
-      group,
-      events: events(q(SQL.groupEvents).all(group.accountId, group.service, group.environment, bound)),
-    })
+    const found =
+      aliases === null
+        ? events(q(SQL.groupEvents).all(group.accountId, group.service, group.environment, bound))
+        : events(
+            q(SQL.groupEventsAliased).all(
+              group.accountId,
+              JSON.stringify(rawNames(aliases, group.accountId, 'service', group.service)),
+              JSON.stringify(rawNames(aliases, group.accountId, 'environment', group.environment)),
+              bound,
+            ),
+          )
+    applyNameAliases(found, aliases)
+    regrouped.set(groupIdKey(group), { group, events: found })
   }
   const loaded = new Map<string, LoadedGroup>()
   const incremental = incrementalGroups(start, late)

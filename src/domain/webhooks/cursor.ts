@@ -5,6 +5,13 @@ import { type CompiledQuery, type RawBuilder, sql } from 'kysely'
 import type { Database, Rows } from '../../db/connect.js'
 import type { DeploymentRow, EventStatus } from '../../db/schema.js'
 import {
+  type AliasRow,
+  aliasKey,
+  type NameAliases,
+  nameAliases,
+  rawNames,
+} from '../deployments/name-aliases.js'
+import {
   candidateStatuses,
   cursorBound,
   nextCursor,
@@ -59,12 +66,16 @@ function matching(
   w: WebhookTrigger,
   after: number,
   upTo: number | null,
+  aliases: NameAliases | null = null,
 ): RawBuilder<unknown> {
+  // A name renamed or merged into one the webhook names: its events carry the old name too.
+  const raw = (kind: 'service' | 'environment', names: readonly string[]) =>
+    aliases === null ? names : names.flatMap((n) => rawNames(aliases, w.accountId, kind, n))
   const parts = [sql`account_id = ${w.accountId}`, sql`id > ${Math.max(after, w.sinceEventId)}`]
   if (upTo !== null) parts.push(sql`id <= ${upTo}`)
   parts.push(oneOf(dialect, 'status', candidateStatuses(w)))
-  if (w.environments.length > 0) parts.push(oneOf(dialect, 'environment', w.environments))
-  if (w.services.length > 0) parts.push(oneOf(dialect, 'service', w.services))
+  if (w.environments.length > 0) parts.push(oneOf(dialect, 'environment', raw('environment', w.environments)))
+  if (w.services.length > 0) parts.push(oneOf(dialect, 'service', raw('service', w.services)))
   return sql.join(parts, sql` and `)
 }
 
@@ -105,10 +116,23 @@ function* topUpSteps(
     where webhook_id = ${webhookId} and state = 'pending' and attempts = 0 limit ${window}) f`)
   const room = window - Number(fresh?.n ?? 0)
   if (room <= 0) return ran
+  const aliases = nameAliases(
+    (yield compile(sql`select account_id, kind, from_name, to_name from name_aliases
+      where account_id = ${trigger.accountId}`)) as unknown as AliasRow[],
+  )
+  // Events under the names their deployments were derived by (deployments/name-aliases.ts).
+  const alias = (kind: 'service' | 'environment', name: string) =>
+    aliases?.[kind].get(aliasKey(trigger.accountId, name)) ?? name
   const events = (
     (yield compile(sql`select id, account_id, service, environment, version, status from events
-      where ${matching(database.dialect, trigger, cursor, bound)} order by id limit ${room}`)) as unknown as MatchedEvent[]
-  ).map((e) => ({ ...e, id: Number(e.id), account_id: Number(e.account_id) }))
+      where ${matching(database.dialect, trigger, cursor, bound, aliases)} order by id limit ${room}`)) as unknown as MatchedEvent[]
+  ).map((e) => ({
+    ...e,
+    id: Number(e.id),
+    account_id: Number(e.account_id),
+    service: alias('service', e.service),
+    environment: alias('environment', e.environment),
+  }))
 
   // Each event belongs to one deployment of its service, environment and version: the last one
   // that started at or before it (a version's deployments follow one another, each closed by an

@@ -260,7 +260,10 @@ export class WebhookSender {
             rollback: Number(deployment.rollback) === 1,
           }
         : null,
-      serviceUrl: publicUrl ? `${publicUrl}/services/${encodeURIComponent(event.service)}` : null,
+      // The service's page under the name its deployments have now (a renamed one's old page is gone).
+      serviceUrl: publicUrl
+        ? `${publicUrl}/services/${encodeURIComponent(deployment?.service ?? event.service)}`
+        : null,
     }
   }
 

@@ -7,6 +7,7 @@ import { recordAudit } from '../../domain/audit/log.js'
 import { CHAIN_HEAD_HEADER, eventsHeadFor } from '../../domain/chain/heads.js'
 import type { FieldError } from '../../domain/events/event.js'
 import { exportEvents, parseBomParameter, UTF8_BOM } from '../../domain/events/export/index.js'
+import { nameHints } from '../../domain/events/name-hints.js'
 import {
   accountNames,
   anyEvent,
@@ -19,6 +20,7 @@ import {
 } from '../../domain/events/queries.js'
 import { errorPage } from '../../views/auth-pages.js'
 import { logsPage } from '../../views/logs-page.js'
+import { nameHintsBlock } from '../../views/name-hints.js'
 import { EVENT_EXPORT_COMPRESSION } from '../compression.js'
 import { HttpProblem, sendProblem } from '../problem.js'
 import { auditFrom } from './audit-context.js'
@@ -155,6 +157,7 @@ export const logsRoutes: FastifyPluginAsync<UiContext> = async (plain, ctx) => {
       names,
     )
     const filterQuery = filterToQuery(filter)
+    const hints = nameHintsBlock(nameHints(filter, names), filterQuery)
     const limitQuery: Record<string, string> = position.limitGiven ? { limit: String(limit) } : {}
     return ctx.page(
       reply,
@@ -162,6 +165,7 @@ export const logsRoutes: FastifyPluginAsync<UiContext> = async (plain, ctx) => {
         ...common,
         filter,
         errors: [],
+        nameHints: hints,
         listing: {
           rows: page.rows,
           olderHref:

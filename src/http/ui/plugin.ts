@@ -16,6 +16,7 @@ import { boardRoutes } from './board-routes.js'
 import { cookiePolicy, createUiContext, csrfUserInfo, type UiOptions } from './context.js'
 import { insightsRoutes } from './insights-routes.js'
 import { logsRoutes } from './logs-routes.js'
+import { namesRoutes } from './names-routes.js'
 import { retentionRoutes } from './retention-routes.js'
 import { settingsRoutes } from './settings-routes.js'
 import { ssoRoutes } from './sso-routes.js'
@@ -114,6 +115,7 @@ export const uiRoutes: FastifyPluginAsync<UiOptions> = async (app: FastifyInstan
   await app.register(logsRoutes, ctx)
   await app.register(settingsRoutes, ctx)
   await app.register(boardRoutes, ctx)
+  await app.register(namesRoutes, ctx)
   await app.register(badgeRoutes, ctx)
   await app.register(insightsRoutes, ctx)
   await app.register(webhookRoutes, ctx)
