@@ -5,6 +5,7 @@ import type { EventFilter } from '../domain/events/queries.js'
 import { readInstant } from '../domain/instants.js'
 import type { SessionUser } from '../domain/sessions.js'
 import { EVENT_STATUSES } from '../domain/text-rules.js'
+import { servicePath } from './board-page.js'
 import { type DownloadChoice, downloadLinks } from './downloads.js'
 import { html, type SafeHtml } from './html.js'
 import { layout, timeTag } from './layout.js'
@@ -42,7 +43,7 @@ function isWebUrl(value: string): boolean {
 function eventRow(row: EventRow): SafeHtml {
   return html`<tr>
       <td>${timeTag(row.received_at)}</td>
-      <td>${row.service}</td>
+      <td><a href="${servicePath(row.service)}">${row.service}</a></td>
       <td>${row.environment}</td>
       <td class="mono">${row.version}</td>
       <td><span class="badge ${row.status}">${row.status}</span></td>

@@ -2,6 +2,7 @@
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify'
 import { type Static, Type } from 'typebox'
+import { deploymentDetails } from '../../domain/deployments/details.js'
 import {
   accountEnvironments,
   accountServices,
@@ -308,6 +309,11 @@ export const insightsRoutes: FastifyPluginAsync<UiContext> = async (plain, ctx) 
         kind,
         windowText: windowText(read.window),
         rows: shown,
+        details: await deploymentDetails(
+          db,
+          user.accountId,
+          shown.map((r) => r.deployment),
+        ),
         total: rows.length,
         limit: LIST_LIMIT,
       }),
