@@ -26,6 +26,7 @@ import {
   MAX_LIMIT,
   ParamReader,
   queryAsSent,
+  readEventNames,
   windowProblem,
 } from './read-params.js'
 
@@ -70,14 +71,19 @@ const pageParams = {
   cursor: filterText('The `next_cursor` of the previous page (opaque).'),
 }
 
+/** The event filter's names, status and version text (readEventNames), shared with /api/v1/stream. */
+export const eventNameParams = {
+  service: filterText('Service name (letter case ignored).', 'App1'),
+  environment: filterText('Environment name (letter case ignored).', 'Prod'),
+  status: Type.Optional(
+    Type.String({ enum: [...EVENT_STATUSES], description: 'Deploying, Deployed or Failed (any case).' }),
+  ),
+  version: filterText('Text the version contains (letter case ignored).', '1.0'),
+}
+
 const EventsQuery = Type.Object(
   {
-    service: filterText('Service name (letter case ignored).', 'App1'),
-    environment: filterText('Environment name (letter case ignored).', 'Prod'),
-    status: Type.Optional(
-      Type.String({ enum: [...EVENT_STATUSES], description: 'Deploying, Deployed or Failed (any case).' }),
-    ),
-    version: filterText('Text the version contains (letter case ignored).', '1.0'),
+    ...eventNameParams,
     ...windowParams,
     ...pageParams,
   },
@@ -281,15 +287,7 @@ export async function readRoutes(app: FastifyInstance, options: ReadOptions): Pr
       handler: async (request, reply) => {
         const reader = readerOf(request)
         const params = new ParamReader(queryAsSent(request))
-        const filter: EventFilter = {}
-        const service = params.text('service', 100)
-        if (service) filter.service = service
-        const environment = params.text('environment', 100)
-        if (environment) filter.environment = environment
-        const status = params.choice('status', EVENT_STATUSES)
-        if (status) filter.status = status
-        const version = params.text('version', 200)
-        if (version) filter.version = version
+        const filter: EventFilter = readEventNames(params)
         const { from, to } = params.window()
         if (from !== undefined) filter.from = from
         // The listing's upper bound is inclusive; the API's window is [from, to).
