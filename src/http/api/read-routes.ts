@@ -3,6 +3,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { type Static, Type } from 'typebox'
 import { CHAIN_HEAD_HEADER, eventsHeadFor } from '../../domain/chain/heads.js'
+import { coverageOf, dataStart, daySlices, frequencyPerDay } from '../../domain/deployments/coverage.js'
 import { DAY_MS, type Spread } from '../../domain/deployments/metrics.js'
 import { boardCells, listDeployments, metricsForWindow } from '../../domain/deployments/queries.js'
 import { environmentsInOrder, hasService, stallMsOf, teamsOf } from '../../domain/deployments/read-queries.js'
@@ -202,7 +203,23 @@ const MetricsAnswer = Type.Object({
   deployments_succeeded: Type.Integer(),
   deployments_failed: Type.Integer(),
   rolled_back: Type.Integer(),
-  deployment_frequency_per_day: Type.Number(),
+  deployment_frequency_per_day: Type.Number({
+    description:
+      'deployments_succeeded ÷ days_covered: the days of the window that the data covers (0 when it covers none).',
+  }),
+  days_in_window: Type.Integer({
+    description: 'The window in days (24-hour slices from `from`; a shorter last one counts).',
+  }),
+  days_covered: Type.Integer({
+    description:
+      "The window's days that hold data: from the account's earliest kept event (or the retention cut-off, when later) up to now. A day begun counts.",
+  }),
+  covered_from: Type.Union([Type.String({ format: 'date-time' }), Type.Null()], {
+    description: 'Where the data the window covers starts; null when it covers none of the window.',
+  }),
+  covered_to: Type.Union([Type.String({ format: 'date-time' }), Type.Null()], {
+    description: 'Where it ends: `to`, or now when `to` is later.',
+  }),
   change_failure_rate: Type.Union([Type.Number(), Type.Null()]),
   time_to_restore_ms: SpreadSchema,
   duration_ms: SpreadSchema,
@@ -485,6 +502,7 @@ export async function readRoutes(app: FastifyInstance, options: ReadOptions): Pr
           )
         }
         const m = await metricsForWindow(db, reader.accountId, { environment, service, from, to })
+        const coverage = coverageOf(daySlices(from, to), await dataStart(db, reader.accountId, now), now)
         return {
           from: iso(from),
           to: iso(to),
@@ -493,7 +511,11 @@ export async function readRoutes(app: FastifyInstance, options: ReadOptions): Pr
           deployments_succeeded: m.succeeded.length,
           deployments_failed: m.failed.length,
           rolled_back: m.rolledBack.length,
-          deployment_frequency_per_day: m.deploymentFrequencyPerDay,
+          deployment_frequency_per_day: frequencyPerDay(m.succeeded.length, coverage),
+          days_in_window: coverage.daysInWindow,
+          days_covered: coverage.daysCovered,
+          covered_from: coverage.covered ? iso(coverage.covered.from) : null,
+          covered_to: coverage.covered ? iso(coverage.covered.to) : null,
           change_failure_rate: m.changeFailureRate,
           time_to_restore_ms: spread(m.timeToRestore.spread),
           duration_ms: spread(m.duration.spread),
