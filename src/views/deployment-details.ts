@@ -23,7 +23,8 @@ export function detailsCell(details: DeploymentDetails | undefined): SafeHtml {
         : html`<span class="hint" title="not an http(s) address, not linked">${url}</span>`,
     )
   }
-  return html`<td class="details">${parts.length > 0 ? html`<span class="detail-line">${parts.map((p, i) => (i === 0 ? p : html` · ${p}`))}</span>` : ''}${
+  // One block inside the cell: on a phone the cell is a row of label and value (app.css).
+  return html`<td class="details"><div>${parts.length > 0 ? html`<span class="detail-line">${parts.map((p, i) => (i === 0 ? p : html` · ${p}`))}</span>` : ''}${
     description !== null ? html`<div class="hint description">${description}</div>` : ''
-  }</td>`
+  }</div></td>`
 }
