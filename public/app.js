@@ -209,11 +209,13 @@ if ((liveLogs || liveBoard) && 'EventSource' in window) {
       td.className = `cell attention ${deployment.outcome} live-changed`
     }
   }
-  // From the newest event the page lists (EventSource's own Last-Event-ID wins on reconnects).
+  // From the newest event the page lists (EventSource's own Last-Event-ID wins on reconnects), and
+  // only the events the page's filters select: the server matches them as it lists the page.
+  const streamQuery = new URLSearchParams(liveLogs?.dataset.liveFilter ?? '')
   const since = liveLogs?.dataset.liveSince
-  const source = new EventSource(
-    since ? `/api/v1/stream?lastEventId=${encodeURIComponent(since)}` : '/api/v1/stream',
-  )
+  if (since) streamQuery.set('lastEventId', since)
+  const query = streamQuery.toString()
+  const source = new EventSource(query ? `/api/v1/stream?${query}` : '/api/v1/stream')
   source.addEventListener('event', (message) => {
     if (!liveLogs) return
     const event = JSON.parse(message.data)

@@ -1,8 +1,10 @@
 // The deployments behind one insights figure: version, service, start, finish, duration, outcome,
 // rollback marks and, for measured figures, the value and what it was measured to (cards on a phone).
+import type { DeploymentDetails } from '../domain/deployments/details.js'
 import type { ListedDeployment, ListKind } from '../domain/deployments/insights.js'
 import { clockSkewed, type Deployment, durationMs } from '../domain/deployments/rules.js'
 import type { SessionUser } from '../domain/sessions.js'
+import { detailsCell } from './deployment-details.js'
 import { CLOCK_SKEW, formatDuration } from './duration.js'
 import { html, type SafeHtml } from './html.js'
 import { layout, timeTag } from './layout.js'
@@ -77,6 +79,8 @@ export interface DeploymentsListData {
   /** The window as people read it, e.g. "1 Nov 2026 – 30 Nov 2026". */
   windowText: string
   rows: ListedDeployment[]
+  /** Commit, CI link and description of the rows, by deployment id (absent: their events had none). */
+  details: ReadonlyMap<number, DeploymentDetails>
   /** Every row the figure counted; `rows` may hold fewer (the bound). */
   total: number
   limit: number
@@ -128,6 +132,7 @@ export function deploymentsListPage(d: DeploymentsListData): SafeHtml {
       <td class="num">${clockSkewed(r.deployment) ? CLOCK_SKEW : formatDuration(durationMs(r.deployment))}</td>
       <td>${outcomeLabel(r.deployment)} ${marks(r.deployment)}</td>
       ${measured ? html`<td>${measuredTo(r, d.kind)}</td>` : ''}
+      ${detailsCell(d.details.get(r.deployment.id))}
     </tr>`,
   )
   const bound =
@@ -143,6 +148,7 @@ export function deploymentsListPage(d: DeploymentsListData): SafeHtml {
           <th scope="col">Version</th><th scope="col">Service</th><th scope="col">Started</th>
           <th scope="col">Finished</th><th scope="col" class="num">Duration</th><th scope="col">Outcome</th>
           ${measured ? html`<th scope="col">${KIND_TITLES[d.kind]}</th>` : ''}
+          <th scope="col">Commit, CI and description</th>
         </tr></thead>
         <tbody>${rows}</tbody>
       </table></div>`

@@ -1,6 +1,7 @@
 // /insights/: the §6.2 metrics of one environment (and service) over a window, each with its
 // numerator, denominator and a link to what it counted; charts per local day and their numbers.
 
+import { type DataCoverage, frequencyPerDay } from '../domain/deployments/coverage.js'
 import type { DayBucket, InsightsWindow, ListKind } from '../domain/deployments/insights.js'
 import type { Metrics, Spread } from '../domain/deployments/metrics.js'
 import type { FieldError } from '../domain/events/event.js'
@@ -9,13 +10,15 @@ import { lineChart, NARROW, type Series, stackedBarChart, WIDE } from './charts.
 import { deploymentsListHref, type WindowQuery } from './deployments-list.js'
 import { durationScale, formatAxisDuration, formatDuration } from './duration.js'
 import { html, type SafeHtml } from './html.js'
-import { layout } from './layout.js'
+import { layout, timeTag } from './layout.js'
 
 export interface InsightsResult {
   query: WindowQuery
   window: InsightsWindow
   metrics: Metrics
   buckets: DayBucket[]
+  /** The window's days the account's data covers (first event or retention cut-off, up to now). */
+  coverage: DataCoverage
 }
 
 export interface InsightsPageData {
@@ -102,13 +105,25 @@ function skewNote(skewed: number): SafeHtml | string {
   return html`<p class="figure-sum">${plural(skewed, 'deployment', 'deployments')} left out: <span class="mark clock-skew">clock skew</span> (an end received with an earlier time than its start)</p>`
 }
 
+/** "Data covers 3 of 30 days": said when the data starts inside the window or the window is not over. */
+function coverageLine(c: DataCoverage): SafeHtml | string {
+  if (c.daysCovered === c.daysInWindow) return ''
+  const of = `${c.daysCovered} of ${plural(c.daysInWindow, 'day', 'days')}`
+  if (c.covered === null) {
+    return html`<p class="coverage" id="coverage">Data covers <strong>${of}</strong>: nothing was recorded in this window (or it was removed by retention).</p>`
+  }
+  // The data starts inside the window (rather than the window being not over yet): say where.
+  const since = c.covered.from === c.dataFrom ? html` (since ${timeTag(c.covered.from)})` : ''
+  return html`<p class="coverage" id="coverage">Data covers <strong>${of}</strong>${since}: deployment frequency divides by the ${plural(c.daysCovered, 'day', 'days')} with data (the first event kept, or the retention limit, up to now).</p>`
+}
+
 function figures(r: InsightsResult): SafeHtml {
   const { metrics: m, query: q } = r
-  const days = r.window.days.length
+  const days = r.coverage.daysCovered
   const succeeded = m.succeeded.length
   const failed = m.failed.length
   const rolledBack = m.rolledBack.length
-  const frequency = days > 0 ? succeeded / days : 0
+  const frequency = frequencyPerDay(succeeded, r.coverage)
   const rate = m.changeFailureRate
   const restore = m.timeToRestore
   const unrestored = restore.unrestored.length
@@ -116,7 +131,7 @@ function figures(r: InsightsResult): SafeHtml {
     <section class="figure" id="figure-frequency" aria-labelledby="h-frequency">
       <h3 id="h-frequency">Deployment frequency</h3>
       <p class="figure-value">${fixed(frequency, 2)} <span class="unit">/ day</span></p>
-      <p class="figure-sum">${link(q, 'succeeded', `${succeeded} succeeded`)} ÷ ${plural(days, 'day', 'days')} = ${fixed(frequency, 2)} / day</p>
+      <p class="figure-sum">${link(q, 'succeeded', `${succeeded} succeeded`)} ÷ ${plural(days, 'day', 'days')}${days < r.coverage.daysInWindow ? ' with data' : ''} = ${fixed(frequency, 2)} / day</p>
     </section>
     <section class="figure" id="figure-failure-rate" aria-labelledby="h-failure-rate">
       <h3 id="h-failure-rate">Change failure rate</h3>
@@ -319,6 +334,7 @@ export function insightsPage(d: InsightsPageData): SafeHtml {
         ? html`all services in <strong>${r.query.environment}</strong>`
         : html`<strong>${r.query.service}</strong> in <strong>${r.query.environment}</strong>`
     body = html`<p class="window-line">${where} · ${windowText(r.window)} · <span id="zone-note">${zoneNote}</span></p>
+      ${coverageLine(r.coverage)}
       <p class="hint">Counting the deployments that finished in the window. Each number links to the deployments behind it.</p>
       <h2 class="sr-only">Figures</h2>
       ${figures(r)}

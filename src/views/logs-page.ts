@@ -5,6 +5,7 @@ import type { EventFilter } from '../domain/events/queries.js'
 import { readInstant } from '../domain/instants.js'
 import type { SessionUser } from '../domain/sessions.js'
 import { EVENT_STATUSES } from '../domain/text-rules.js'
+import { servicePath } from './board-page.js'
 import { type DownloadChoice, downloadLinks } from './downloads.js'
 import { html, type SafeHtml } from './html.js'
 import { layout, timeTag } from './layout.js'
@@ -36,6 +37,21 @@ export interface LogsPageData {
   nameHints?: SafeHtml
 }
 
+/**
+ * The page's filter as GET /api/v1/stream reads it (the same parameters as /api/v1/events; `to` is
+ * exclusive there), so the live bar counts only events this page would list.
+ */
+export function streamFilterQuery(filter: EventFilter): string {
+  const q = new URLSearchParams()
+  if (filter.service) q.set('service', filter.service)
+  if (filter.environment) q.set('environment', filter.environment)
+  if (filter.status) q.set('status', filter.status)
+  if (filter.version) q.set('version', filter.version)
+  if (filter.from !== undefined) q.set('from', new Date(filter.from).toISOString())
+  if (filter.to !== undefined) q.set('to', new Date(filter.to + 1).toISOString())
+  return q.toString()
+}
+
 function isWebUrl(value: string): boolean {
   return /^https?:\/\//i.test(value)
 }
@@ -44,7 +60,7 @@ function isWebUrl(value: string): boolean {
 function eventRow(row: EventRow): SafeHtml {
   return html`<tr>
       <td>${timeTag(row.received_at)}</td>
-      <td>${row.service}</td>
+      <td><a href="${servicePath(row.service)}">${row.service}</a></td>
       <td>${row.environment}</td>
       <td class="mono">${row.version}</td>
       <td><span class="badge ${row.status}">${row.status}</span></td>
@@ -147,7 +163,7 @@ export function logsPage(d: LogsPageData): SafeHtml {
     // a bar elsewhere.
     // The stream starts after the newest event shown, so one listed here is not added again.
     const newest = firstPage && listing.rows.length > 0 ? Math.max(...listing.rows.map((r) => r.id)) : null
-    results = html`<div class="live-bar" data-live-logs="${firstPage ? 'prepend' : 'notice'}" ${newest === null ? '' : html`data-live-since="${String(newest)}"`} role="status" hidden></div>
+    results = html`<div class="live-bar" data-live-logs="${firstPage ? 'prepend' : 'notice'}" ${newest === null ? '' : html`data-live-since="${String(newest)}"`} data-live-filter="${streamFilterQuery(d.filter)}" role="status" hidden></div>
       <div class="toolbar">
         <p class="hint">${filtered ? 'Events matching the filters, newest first.' : 'All events, newest first.'}
           <span data-zone-note>Times are UTC.</span></p>

@@ -1,16 +1,25 @@
 // A service's page /services/<service>/: its metadata (editable by admins) and, per environment,
 // the timeline of its deployments with paging.
+
+import type { DeploymentDetails } from '../domain/deployments/details.js'
 import { clockSkewed, type Deployment, type DeploymentOutcome } from '../domain/deployments/rules.js'
 import type { ServiceMeta } from '../domain/services.js'
 import type { SessionUser } from '../domain/sessions.js'
 import { servicePath } from './board-page.js'
+import { detailsCell } from './deployment-details.js'
 import { CLOCK_SKEW } from './duration.js'
 import { html, type SafeHtml } from './html.js'
 import { layout, timeTag } from './layout.js'
 
 export interface TimelineSection {
   environment: string
-  deployments: { deployment: Deployment; outcome: DeploymentOutcome; durationMs: number | null }[]
+  deployments: {
+    deployment: Deployment
+    outcome: DeploymentOutcome
+    durationMs: number | null
+    /** Commit, CI link and description from its events, when they carried any. */
+    details?: DeploymentDetails | undefined
+  }[]
   /** Link to the next (older) page of this environment, if any. */
   olderHref: string | null
   /** Set when this page is not the first one of the environment. */
@@ -99,15 +108,16 @@ function timeline(service: string, s: TimelineSection, index: number): SafeHtml 
         ? html`<p class="hint">No deployments here.</p>`
         : html`<div class="table-wrap"><table class="deployments stack-on-phone">
       <caption class="sr-only">Deployments of ${service} in ${s.environment}, newest first</caption>
-      <thead><tr><th scope="col">Version</th><th scope="col">Outcome</th><th scope="col">Started</th><th scope="col">Finished</th><th scope="col" class="num">Duration</th><th scope="col">Sender</th></tr></thead>
+      <thead><tr><th scope="col">Version</th><th scope="col">Outcome</th><th scope="col">Started</th><th scope="col">Finished</th><th scope="col" class="num">Duration</th><th scope="col">Sender</th><th scope="col">Commit, CI and description</th></tr></thead>
       <tbody>${s.deployments.map(
-        ({ deployment: dep, outcome, durationMs }) => html`<tr>
+        ({ deployment: dep, outcome, durationMs, details }) => html`<tr>
           <td class="mono">${dep.version}</td>
           <td><span class="state ${outcome}">${OUTCOME_LABELS[outcome]}</span>${dep.rollback ? html` <span class="mark rollback">rollback</span>` : ''}${dep.rolledBack ? html` <span class="mark rolled-back">rolled back</span>` : ''}${dep.instant ? html` <span class="hint">instant</span>` : ''}</td>
           <td>${timeTag(dep.startedAt)}</td>
           <td>${dep.finishedAt === null ? html`<span class="hint">—</span>` : timeTag(dep.finishedAt)}</td>
           <td class="num">${clockSkewed(dep) ? CLOCK_SKEW : durationMs === null ? html`<span class="hint">—</span>` : formatDuration(durationMs)}</td>
           <td>${dep.deployer ?? dep.apiKeyName ?? '—'}${dep.deployer && dep.apiKeyName ? html` <span class="hint">(key ${dep.apiKeyName})</span>` : ''}</td>
+          ${detailsCell(details)}
         </tr>`,
       )}</tbody>
     </table></div>`

@@ -3,6 +3,7 @@
 import type { DeliveryRow, WebhookRow } from '../db/schema.js'
 import type { Flash, SessionUser } from '../domain/sessions.js'
 import { BACKLOG_COUNT_CAP } from '../domain/webhooks/cursor.js'
+import type { DeliveryLogRow } from '../domain/webhooks/queries.js'
 import { UNSEALABLE } from '../domain/webhooks/secrets.js'
 import { html, type SafeHtml } from './html.js'
 import { layout, timeTag } from './layout.js'
@@ -182,7 +183,7 @@ export interface DeliveryLogData {
   backlog?: number
   /** The webhook's sealed secrets do not open with this server's secret. */
   unsealable?: boolean
-  deliveries: DeliveryRow[]
+  deliveries: DeliveryLogRow[]
   next: number | null
   notice?: string
 }
@@ -194,12 +195,23 @@ function outcome(d: DeliveryRow): string {
   return `retrying${d.last_error ? ` (${d.last_error})` : ''}`
 }
 
+/** "billing · prod · 1.5.0", then the event's number and what the delivery told. */
+function deliveryEvent(x: DeliveryLogRow): SafeHtml {
+  const told = x.kind === 'outcome' ? 'deployment ended' : 'status'
+  if (x.event === null) {
+    return html`#${x.event_id} <span class="hint">${told} (event no longer kept)</span>`
+  }
+  const e = x.event
+  return html`<span class="delivery-what">${e.service} · ${e.environment} · <span class="mono">${e.version}</span></span>
+    <span class="hint">#${x.event_id} ${told}: ${e.status}</span>`
+}
+
 export function deliveryLogPage(d: DeliveryLogData): SafeHtml {
   const isAdmin = d.user.role === 'admin'
   const rows = d.deliveries.map(
     (x) => html`<tr>
       <td data-label="Time">${timeTag(Number(x.last_attempt_at ?? x.created_at))}</td>
-      <td data-label="Event">#${x.event_id} <span class="hint">${x.kind === 'outcome' ? 'deployment ended' : 'status'}</span></td>
+      <td data-label="Event">${deliveryEvent(x)}</td>
       <td data-label="Attempts">${x.attempts}</td>
       <td data-label="Outcome" class="delivery-${x.state}">${outcome(x)}</td>
       <td data-label="Response">${x.last_status ?? '–'}</td>

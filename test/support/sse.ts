@@ -14,6 +14,8 @@ export interface OpenStream {
   status: number
   headers: http.IncomingHttpHeaders
   messages: SseMessage[]
+  /** The last `id:` the stream sent, as EventSource keeps it (messages with only an id count). */
+  lastEventId: string | undefined
   /** Waits until `count` messages arrived (bounded); returns them all. */
   waitFor(count: number, ms?: number): Promise<SseMessage[]>
   /** Resolves when the server ended or cut the stream. */
@@ -64,6 +66,7 @@ export function openStream(
             else if (line.startsWith('id: ')) id = line.slice(4)
             else if (line.startsWith('data: ')) data += line.slice(6)
           }
+          if (id !== undefined) stream.lastEventId = id
           if (data !== '') messages.push({ event, id, data: JSON.parse(data) as Record<string, unknown> })
         }
         for (const w of waiters.splice(0)) w()
@@ -72,6 +75,7 @@ export function openStream(
         status: response.statusCode ?? 0,
         headers: response.headers,
         messages,
+        lastEventId: undefined,
         ended,
         response,
         close: () => request.destroy(),

@@ -241,7 +241,7 @@ test('nothing finished: the rate and spreads say so instead of a number', async 
   )
   assert.match(textOf(page, 'figure-failure-rate'), /No value Nothing finished in this window/)
   assert.match(textOf(page, 'figure-duration'), /No value/)
-  assert.match(textOf(page, 'figure-frequency'), /0 succeeded ÷ 1 day = 0\.00 \/ day/)
+  assert.match(textOf(page, 'figure-frequency'), /0 succeeded ÷ 0 days with data = 0\.00 \/ day/)
 })
 
 test('defaults: the last environment in order, the last 30 days, UTC (and the page says so)', async () => {
@@ -285,7 +285,9 @@ test('days in Europe/Berlin across the spring DST change: right day, none missin
     'Mon 30 Mar 2026=1',
     'Tue 31 Mar 2026=0',
   ])
-  assert.match(textOf(page, 'figure-frequency'), /4 succeeded ÷ 5 days/)
+  assert.match(textOf(page, 'figure-frequency'), /4 succeeded ÷ 4 days with data/)
+  // The 27th is before the first event: the data covers the other four days (issue 28, point 11).
+  assert.match(textOf(page, 'coverage'), /^Data covers 4 of 5 days/)
   // In UTC the same deployments fall on other days.
   const utc = await get(
     browser,
@@ -349,7 +351,7 @@ test('an event just acknowledged counts on the next page (read-your-writes)', as
   })
   assert.equal(res.status, 201)
   const page = await get(browser, `/insights/?tz=UTC&range=7`)
-  assert.match(textOf(page, 'figure-frequency'), /1 succeeded ÷ 7 days/, now)
+  assert.match(textOf(page, 'figure-frequency'), /1 succeeded ÷ 1 day with data/, now)
 })
 
 test('a page read again after new deployments shows them (nothing stale is remembered), in any zone', async (t) => {
@@ -365,11 +367,19 @@ test('a page read again after new deployments shows them (nothing stale is remem
   await send('1')
   const path = (tz: string) => `/insights/?tz=${tz}&range=7&service=${encodeURIComponent(service)}`
   for (const tz of ['UTC', 'Africa/Abidjan', 'UTC']) {
-    assert.match(textOf(await get(browser, path(tz)), 'figure-frequency'), /1 succeeded ÷ 7 days/, tz)
+    assert.match(
+      textOf(await get(browser, path(tz)), 'figure-frequency'),
+      /1 succeeded ÷ 1 day with data/,
+      tz,
+    )
   }
   await send('2')
   for (const tz of ['UTC', 'Africa/Abidjan']) {
-    assert.match(textOf(await get(browser, path(tz)), 'figure-frequency'), /2 succeeded ÷ 7 days/, tz)
+    assert.match(
+      textOf(await get(browser, path(tz)), 'figure-frequency'),
+      /2 succeeded ÷ 1 day with data/,
+      tz,
+    )
   }
   const table = await get(browser, path('UTC'))
   const today = /<th scope="row">[\s\S]*?<\/th>\s*<td class="num">(\d+)<\/td>/g

@@ -201,25 +201,47 @@ function normalizeDelivery(d: DeliveryRow): DeliveryRow {
   }
 }
 
+/** A delivery as its log shows it: with what its event said, unless retention removed the event. */
+export type DeliveryLogRow = DeliveryRow & {
+  event: { service: string; environment: string; version: string; status: EventStatus } | null
+}
+
 /** A page of a webhook's deliveries, newest first; `before` is the last id of the previous page. */
 export async function deliveryLog(
   db: Kysely<DB>,
   accountId: number,
   webhookId: number,
   before: number | null,
-): Promise<{ deliveries: DeliveryRow[]; next: number | null }> {
+): Promise<{ deliveries: DeliveryLogRow[]; next: number | null }> {
   let query = db
-    .selectFrom('webhook_deliveries')
-    .selectAll()
-    .where('account_id', '=', accountId)
-    .where('webhook_id', '=', webhookId)
-  if (before !== null) query = query.where('id', '<', before)
+    .selectFrom('webhook_deliveries as d')
+    .leftJoin('events as e', (join) =>
+      join.onRef('e.id', '=', 'd.event_id').onRef('e.account_id', '=', 'd.account_id'),
+    )
+    .selectAll('d')
+    .select([
+      'e.service as e_service',
+      'e.environment as e_environment',
+      'e.version as e_version',
+      'e.status as e_status',
+    ])
+    .where('d.account_id', '=', accountId)
+    .where('d.webhook_id', '=', webhookId)
+  if (before !== null) query = query.where('d.id', '<', before)
   const rows = (
     await query
-      .orderBy('id', 'desc')
+      .orderBy('d.id', 'desc')
       .limit(DELIVERY_PAGE_SIZE + 1)
       .execute()
-  ).map(normalizeDelivery)
+  ).map(
+    ({ e_service, e_environment, e_version, e_status, ...d }): DeliveryLogRow => ({
+      ...normalizeDelivery(d),
+      event:
+        e_service === null || e_environment === null || e_version === null || e_status === null
+          ? null
+          : { service: e_service, environment: e_environment, version: e_version, status: e_status },
+    }),
+  )
   const more = rows.length > DELIVERY_PAGE_SIZE
   const deliveries = rows.slice(0, DELIVERY_PAGE_SIZE)
   return { deliveries, next: more ? (deliveries.at(-1)?.id ?? null) : null }

@@ -4,8 +4,14 @@
 import { createHmac, timingSafeEqual } from 'node:crypto'
 import type { FastifyInstance, FastifyRequest } from 'fastify'
 import type { FieldError } from '../../domain/events/event.js'
+import type { EventFilter } from '../../domain/events/queries.js'
 import { parseInstant } from '../../domain/instants.js'
-import { characterCount, hasControlCharacter, isWellFormedText } from '../../domain/text-rules.js'
+import {
+  characterCount,
+  EVENT_STATUSES,
+  hasControlCharacter,
+  isWellFormedText,
+} from '../../domain/text-rules.js'
 import { parseWholeNumber } from '../../domain/whole-numbers.js'
 import { HttpProblem } from '../problem.js'
 
@@ -227,4 +233,21 @@ export class CursorCodec {
 /** An instant as the API writes it: ISO 8601 UTC with milliseconds and Z. */
 export function iso(at: number): string {
   return new Date(at).toISOString()
+}
+
+/**
+ * The event filter's names, status and version text, as /api/v1/events and /api/v1/stream read
+ * them (each route reads its own time bounds).
+ */
+export function readEventNames(params: ParamReader): EventFilter {
+  const filter: EventFilter = {}
+  const service = params.text('service', 100)
+  if (service) filter.service = service
+  const environment = params.text('environment', 100)
+  if (environment) filter.environment = environment
+  const status = params.choice('status', EVENT_STATUSES)
+  if (status) filter.status = status
+  const version = params.text('version', 200)
+  if (version) filter.version = version
+  return filter
 }

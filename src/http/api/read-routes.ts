@@ -3,6 +3,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { type Static, Type } from 'typebox'
 import { CHAIN_HEAD_HEADER, eventsHeadFor } from '../../domain/chain/heads.js'
+import { coverageOf, dataStart, daySlices, frequencyPerDay } from '../../domain/deployments/coverage.js'
 import { DAY_MS, type Spread } from '../../domain/deployments/metrics.js'
 import { boardCells, listDeployments, metricsForWindow } from '../../domain/deployments/queries.js'
 import { environmentsInOrder, hasService, stallMsOf, teamsOf } from '../../domain/deployments/read-queries.js'
@@ -26,6 +27,7 @@ import {
   MAX_LIMIT,
   ParamReader,
   queryAsSent,
+  readEventNames,
   windowProblem,
 } from './read-params.js'
 
@@ -70,14 +72,19 @@ const pageParams = {
   cursor: filterText('The `next_cursor` of the previous page (opaque).'),
 }
 
+/** The event filter's names, status and version text (readEventNames), shared with /api/v1/stream. */
+export const eventNameParams = {
+  service: filterText('Service name (letter case ignored).', 'App1'),
+  environment: filterText('Environment name (letter case ignored).', 'Prod'),
+  status: Type.Optional(
+    Type.String({ enum: [...EVENT_STATUSES], description: 'Deploying, Deployed or Failed (any case).' }),
+  ),
+  version: filterText('Text the version contains (letter case ignored).', '1.0'),
+}
+
 const EventsQuery = Type.Object(
   {
-    service: filterText('Service name (letter case ignored).', 'App1'),
-    environment: filterText('Environment name (letter case ignored).', 'Prod'),
-    status: Type.Optional(
-      Type.String({ enum: [...EVENT_STATUSES], description: 'Deploying, Deployed or Failed (any case).' }),
-    ),
-    version: filterText('Text the version contains (letter case ignored).', '1.0'),
+    ...eventNameParams,
     ...windowParams,
     ...pageParams,
   },
@@ -196,7 +203,23 @@ const MetricsAnswer = Type.Object({
   deployments_succeeded: Type.Integer(),
   deployments_failed: Type.Integer(),
   rolled_back: Type.Integer(),
-  deployment_frequency_per_day: Type.Number(),
+  deployment_frequency_per_day: Type.Number({
+    description:
+      'deployments_succeeded ÷ days_covered: the days of the window that the data covers (0 when it covers none).',
+  }),
+  days_in_window: Type.Integer({
+    description: 'The window in days (24-hour slices from `from`; a shorter last one counts).',
+  }),
+  days_covered: Type.Integer({
+    description:
+      "The window's days that hold data: from the account's earliest kept event (or the retention cut-off, when later) up to now. A day begun counts.",
+  }),
+  covered_from: Type.Union([Type.String({ format: 'date-time' }), Type.Null()], {
+    description: 'Where the data the window covers starts; null when it covers none of the window.',
+  }),
+  covered_to: Type.Union([Type.String({ format: 'date-time' }), Type.Null()], {
+    description: 'Where it ends: `to`, or now when `to` is later.',
+  }),
   change_failure_rate: Type.Union([Type.Number(), Type.Null()]),
   time_to_restore_ms: SpreadSchema,
   duration_ms: SpreadSchema,
@@ -281,15 +304,7 @@ export async function readRoutes(app: FastifyInstance, options: ReadOptions): Pr
       handler: async (request, reply) => {
         const reader = readerOf(request)
         const params = new ParamReader(queryAsSent(request))
-        const filter: EventFilter = {}
-        const service = params.text('service', 100)
-        if (service) filter.service = service
-        const environment = params.text('environment', 100)
-        if (environment) filter.environment = environment
-        const status = params.choice('status', EVENT_STATUSES)
-        if (status) filter.status = status
-        const version = params.text('version', 200)
-        if (version) filter.version = version
+        const filter: EventFilter = readEventNames(params)
         const { from, to } = params.window()
         if (from !== undefined) filter.from = from
         // The listing's upper bound is inclusive; the API's window is [from, to).
@@ -487,6 +502,7 @@ export async function readRoutes(app: FastifyInstance, options: ReadOptions): Pr
           )
         }
         const m = await metricsForWindow(db, reader.accountId, { environment, service, from, to })
+        const coverage = coverageOf(daySlices(from, to), await dataStart(db, reader.accountId, now), now)
         return {
           from: iso(from),
           to: iso(to),
@@ -495,7 +511,11 @@ export async function readRoutes(app: FastifyInstance, options: ReadOptions): Pr
           deployments_succeeded: m.succeeded.length,
           deployments_failed: m.failed.length,
           rolled_back: m.rolledBack.length,
-          deployment_frequency_per_day: m.deploymentFrequencyPerDay,
+          deployment_frequency_per_day: frequencyPerDay(m.succeeded.length, coverage),
+          days_in_window: coverage.daysInWindow,
+          days_covered: coverage.daysCovered,
+          covered_from: coverage.covered ? iso(coverage.covered.from) : null,
+          covered_to: coverage.covered ? iso(coverage.covered.to) : null,
           change_failure_rate: m.changeFailureRate,
           time_to_restore_ms: spread(m.timeToRestore.spread),
           duration_ms: spread(m.duration.spread),

@@ -5,6 +5,8 @@ import type { FastifyInstance } from 'fastify'
 import { Type } from 'typebox'
 import { stallMsOf } from '../../domain/deployments/read-queries.js'
 import { toPublicEvent } from '../../domain/events/event.js'
+import { eventMatches, filterIsEmpty } from '../../domain/events/filter-match.js'
+import type { EventFilter } from '../../domain/events/queries.js'
 import {
   type CredentialWatch,
   credentialLabel,
@@ -23,8 +25,8 @@ import { MAX_ID } from '../../domain/whole-numbers.js'
 import { HttpProblem, methodNotAllowed } from '../problem.js'
 import { problemResponses, READ_SECURITY } from './openapi-schemas.js'
 import { type ReadOptions, readerOf, requireReader } from './read-auth.js'
-import { ParamReader } from './read-params.js'
-import { toApiDeployment } from './read-routes.js'
+import { ParamReader, readEventNames } from './read-params.js'
+import { eventNameParams, toApiDeployment } from './read-routes.js'
 
 export const STREAM_PATH = '/api/v1/stream'
 /** A comment line this often keeps proxies and the connection timeout from closing an idle stream. */
@@ -82,6 +84,8 @@ class LiveStream implements LiveListener, GuardedStream {
     private readonly limits: { stallMs: number; bufferBytes: number },
     private readonly onDrop: (why: string) => void,
     since: number | null,
+    /** Only events matching it are sent; null: every event. */
+    private readonly filter: EventFilter | null,
   ) {
     this.#lastId = since ?? 0
     this.#heartbeat = setInterval(() => this.#write(': heartbeat\n\n'), HEARTBEAT_MS)
@@ -91,13 +95,19 @@ class LiveStream implements LiveListener, GuardedStream {
   deliver(items: readonly LiveItem[]): void {
     const now = Date.now()
     let text = ''
+    let skipped = false
     for (const { event, deployment } of items) {
       this.#lastId = Math.max(this.#lastId, event.id)
+      skipped = this.filter !== null && !eventMatches(this.filter, event)
+      if (skipped) continue
       const last = deployment === null
       text += message('event', toPublicEvent(event), last ? this.#lastId : undefined)
       if (deployment)
         text += message('deployment', toApiDeployment(deployment, now, this.limits.stallMs), this.#lastId)
     }
+    // Events the filter left out still move Last-Event-ID on: a message with only an id dispatches
+    // nothing in EventSource, and a reconnect then does not replay them.
+    if (skipped) text += `id: ${this.#lastId}\n\n`
     this.#write(text)
   }
 
@@ -162,6 +172,20 @@ class LiveStream implements LiveListener, GuardedStream {
 
 const StreamQuery = Type.Object(
   {
+    ...eventNameParams,
+    from: Type.Optional(
+      Type.String({
+        description:
+          'Only events received at or after this instant (ISO 8601, as `/api/v1/events`); the stream starts at "now", so this matters only when resuming.',
+        examples: ['2026-11-01T00:00:00Z'],
+      }),
+    ),
+    to: Type.Optional(
+      Type.String({
+        description: 'Only events received before this instant (exclusive); must be after `from`.',
+        examples: ['2026-12-01T00:00:00Z'],
+      }),
+    ),
     lastEventId: Type.Optional(
       Type.String({
         description:
@@ -201,6 +225,7 @@ export async function streamRoutes(app: FastifyInstance, options: StreamOptions)
           "A `text/event-stream` of the account's new events, each once it is derived, as `event` messages (the event, shaped as in the ingest 201 answer) followed by a `deployment` message (the deployment holding it, shaped as in /api/v1/deployments). The last message of each event carries `id: <event id>` (an event that committed late, with an id below one already sent, carries the highest id sent instead, so `Last-Event-ID` never goes back).",
           `Resume with the \`Last-Event-ID\` header (EventSource sends it) or \`lastEventId\`: what was missed is sent first, or, beyond ${MAX_REPLAY} events, one \`reset\` message (\`{"reason", "cause": "missed", "through"}\`): reload, then follow. A \`Last-Event-ID\` above every event in the database (it was restored from a backup) gets a \`reset\` too (\`"cause": "ahead"\`), with the id to follow from.`,
           'A stream lasts as long as its credential: within seconds of the key being revoked or the session ending (logout, password reset or change, user removed, password login turned off), one `revoked` message (`{"reason": "key_revoked" | "session_ended", "detail"}`) is sent and the stream ends; reconnecting with the same credential gets 401.',
+          'Filters: `service`, `environment`, `status`, `version`, `from` and `to` select events as `/api/v1/events` does; only matching events (and their deployments) are sent, and a message with only an `id:` line moves `Last-Event-ID` past events left out.',
           'A comment line every 15 s keeps the connection open. A client that reads too slowly is disconnected. Limits: streams per key or session and per account (429), and per server (503).',
         ].join('\n\n'),
         security: READ_SECURITY,
@@ -225,7 +250,7 @@ export async function streamRoutes(app: FastifyInstance, options: StreamOptions)
         const reader = readerOf(request)
         const header = request.headers['last-event-id']
         const query = request.query as Record<string, unknown>
-        const params = new ParamReader({ lastEventId: header ?? query.lastEventId })
+        const params = new ParamReader({ ...query, lastEventId: header ?? query.lastEventId })
         const since =
           params.wholeNumber(
             'lastEventId',
@@ -234,6 +259,13 @@ export async function streamRoutes(app: FastifyInstance, options: StreamOptions)
             'an event id: a whole number in decimal digits',
             'Last-Event-ID (or lastEventId)',
           ) ?? null
+        // The filter of /api/v1/events: a page that shows a filtered log is sent only what it lists.
+        const filter = readEventNames(params)
+        const from = params.instant('from')
+        const to = params.instant('to')
+        if (from !== undefined) filter.from = from
+        if (to !== undefined) filter.to = to - 1
+        if (from !== undefined && to !== undefined && from >= to) params.fail('to', 'to must be after from')
         params.check()
 
         const label = credentialLabel(reader.credential)
@@ -278,6 +310,7 @@ export async function streamRoutes(app: FastifyInstance, options: StreamOptions)
           { stallMs, bufferBytes: config.streamBufferBytes },
           (why) => request.log.warn({ account: reader.accountId }, `live stream dropped: ${why}`),
           since,
+          filterIsEmpty(filter) ? null : filter,
         )
         open.add(stream)
         perAccount.set(reader.accountId, mine + 1)

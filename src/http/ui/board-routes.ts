@@ -5,6 +5,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify'
 import { Type } from 'typebox'
 import { type AuditDetail, recordAudit } from '../../domain/audit/log.js'
 import { boardRows } from '../../domain/board.js'
+import { deploymentDetails } from '../../domain/deployments/details.js'
 import { boardCells, serviceTimeline } from '../../domain/deployments/queries.js'
 import { durationMs, outcomeAt } from '../../domain/deployments/rules.js'
 import { parseInstant } from '../../domain/instants.js'
@@ -199,6 +200,7 @@ export const boardRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app, ctx
       })
       const more = page.length > TIMELINE_PAGE
       const rows = page.slice(0, TIMELINE_PAGE)
+      const details = await deploymentDetails(db, user.accountId, rows)
       const last = rows.at(-1)
       sections.push({
         environment: env,
@@ -206,6 +208,7 @@ export const boardRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app, ctx
           deployment: d,
           outcome: outcomeAt(d, now, stallMs),
           durationMs: durationMs(d),
+          details: details.get(d.id),
         })),
         olderHref:
           more && last ? servicePath(service, '', { environment: env, before: String(last.id) }) : null,

@@ -2,6 +2,8 @@
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify'
 import { type Static, Type } from 'typebox'
+import { coverageOf, dataStart } from '../../domain/deployments/coverage.js'
+import { deploymentDetails } from '../../domain/deployments/details.js'
 import {
   accountEnvironments,
   accountServices,
@@ -223,7 +225,8 @@ export const insightsRoutes: FastifyPluginAsync<UiContext> = async (plain, ctx) 
     if (!user) return reply
     const known = await knownNames(user.accountId)
     const { raw, shapeErrors } = rawQuery(request)
-    const read = readWindow(raw, known, Date.now())
+    const now = Date.now()
+    const read = readWindow(raw, known, now)
     const errors = [...shapeErrors, ...read.errors]
     const services = read.query
       ? await accountServices(db, user.accountId, read.query.environment)
@@ -258,6 +261,7 @@ export const insightsRoutes: FastifyPluginAsync<UiContext> = async (plain, ctx) 
           window: read.window,
           metrics,
           buckets: bucketsOf(metrics, read.window),
+          coverage: coverageOf(read.window.days, await dataStart(db, user.accountId, now), now),
         },
       }),
     )
@@ -308,6 +312,11 @@ export const insightsRoutes: FastifyPluginAsync<UiContext> = async (plain, ctx) 
         kind,
         windowText: windowText(read.window),
         rows: shown,
+        details: await deploymentDetails(
+          db,
+          user.accountId,
+          shown.map((r) => r.deployment),
+        ),
         total: rows.length,
         limit: LIST_LIMIT,
       }),
