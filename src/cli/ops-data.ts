@@ -60,7 +60,7 @@ export async function dumpCommand(args: string[]): Promise<void> {
     const tables = await dumpDatabase(database, out, { force: values.force })
     const rows = Object.values(tables).reduce((n, t) => n + t.rows, 0)
     process.stderr.write(
-      `dumped ${rows} rows from ${Object.keys(tables).length} tables to ${out} in ${seconds(Date.now() - started)} s\n`,
+      `dumped ${counted(rows, 'row')} from ${counted(Object.keys(tables).length, 'table')} to ${out} in ${seconds(Date.now() - started)} s\n`,
     )
   } finally {
     await database.close()
@@ -80,7 +80,7 @@ export async function loadCommand(args: string[]): Promise<void> {
     const { tables, header } = await loadDump(database, file)
     const rows = Object.values(tables).reduce((n, t) => n + t.rows, 0)
     process.stderr.write(
-      `loaded ${rows} rows into ${Object.keys(tables).length} tables from ${file} (${header.dialect} dump of ${header.created_at}) in ${seconds(Date.now() - started)} s; checksums match\n`,
+      `loaded ${counted(rows, 'row')} into ${counted(Object.keys(tables).length, 'table')} from ${file} (${header.dialect} dump of ${header.created_at}) in ${seconds(Date.now() - started)} s; checksums match\n`,
     )
     if (!(await webhookSecretsOpen(database, config.secret))) {
       process.stderr.write(
