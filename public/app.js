@@ -68,8 +68,10 @@ for (const button of document.querySelectorAll('button[data-copy]')) {
 }
 
 // ==== Board: relative times ("5 min ago") kept fresh; the exact local time (and UTC) on hover. ====
+// The board as it was at an instant counts back from that instant, not from now.
+const relativeBase = Date.parse(document.querySelector('[data-relative-base]')?.dataset.relativeBase ?? '')
 function relative(ms) {
-  const seconds = Math.round((Date.now() - ms) / 1000)
+  const seconds = Math.round(((Number.isNaN(relativeBase) ? Date.now() : relativeBase) - ms) / 1000)
   if (seconds < 60) return seconds < 0 ? 'just now' : `${seconds} s ago`
   const minutes = Math.floor(seconds / 60)
   if (minutes < 60) return `${minutes} min ago`
@@ -88,7 +90,7 @@ function refreshRelatives() {
     if (!Number.isNaN(at)) el.textContent = relative(at)
   }
 }
-if (relatives.length > 0) setInterval(refreshRelatives, 30_000)
+if (relatives.length > 0 && Number.isNaN(relativeBase)) setInterval(refreshRelatives, 30_000)
 // ==== end of board section ====
 // ---- Insights (/insights/) ----
 // Days are bucketed on the server in the zone the query names: a first visit without one is sent

@@ -27,7 +27,7 @@ import { openApiRoute, registerOpenApi } from './http/api/openapi.js'
 import { readRoutes } from './http/api/read-routes.js'
 import { STREAM_PATH, streamRoutes } from './http/api/stream-routes.js'
 import { registerCompression } from './http/compression.js'
-import { loggerOptions } from './http/logging.js'
+import { loggerOptions, RequestLog } from './http/logging.js'
 import { Metrics, metricsRoute } from './http/metrics.js'
 import { answerClientError, answerFrameworkError, problems, registerProblemHandlers } from './http/problem.js'
 import { MemoryRateLimitStore, type RateLimitStore, RedisRateLimitStore } from './http/rate-limit.js'
@@ -71,6 +71,8 @@ export async function buildApp(options: BuildOptions): Promise<App> {
     ...(options.loggerInstance
       ? { loggerInstance: options.loggerInstance }
       : { logger: options.logger === undefined ? loggerOptions(config.logLevel) : options.logger }),
+    // One log line per request, none at info for the health probes (http/logging.ts).
+    logController: new RequestLog(),
     trustProxy: config.trustProxy,
     // Slow or stalled clients must not hold connections for ever (see also server.ts).
     requestTimeout: config.requestTimeoutMs,

@@ -50,7 +50,12 @@ export async function startServer(config: Config, options: StartOptions = {}): P
       connections.add(socket)
       socket.once('close', () => connections.delete(socket))
     })
-    const address = await app.listen({ port: config.port, host: config.host })
+    // Fastify's own line is the one "listening" line (serveUntilSignalled adds none).
+    const address = await app.listen({
+      port: config.port,
+      host: config.host,
+      listenTextResolver: (at) => `shiplog listening on ${at} (database: ${config.database.dialect})`,
+    })
     const running = app
     let stopping: Promise<void> | null = null
     return {
@@ -130,7 +135,6 @@ export async function serveUntilSignalled(config: Config, options: ServeOptions 
   const tty = options.tty ?? process.stdout.isTTY === true
   const server = await startServer(config, tty ? { logger: await terminalLogger(config) } : {})
   const { app } = server
-  app.log.info({ database: config.database.dialect }, `shiplog listening on ${server.address}`)
   for (const warning of configurationWarnings(config)) app.log.warn(warning)
   let signalled = false
   const onSignal = (reason: string) => {

@@ -2,7 +2,7 @@
 // and an exit code, and opening the configured database migrated to the latest schema.
 import { ConfigError, loadConfig, redactUrl } from '../config.js'
 import { type Database, openDatabase } from '../db/connect.js'
-import { migrateToLatest } from '../db/migrate.js'
+import { type MigrationOutcome, migrateToLatest } from '../db/migrate.js'
 import { isDatabaseUnavailable } from '../domain/database-errors.js'
 
 /** A failure to report in one line on stderr; exit code 1 unless said otherwise (2: usage). */
@@ -34,12 +34,14 @@ export function reportFailure(err: unknown): number {
 }
 
 /** Runs `fn` with the configured database, migrated first; an unreachable database is one line. */
-export async function withDatabase<T>(fn: (database: Database) => Promise<T>): Promise<T> {
+export async function withDatabase<T>(
+  fn: (database: Database, migrated: MigrationOutcome) => Promise<T>,
+): Promise<T> {
   const config = loadConfig()
   const database = openDatabase(config.database)
   try {
-    await migrateToLatest(database)
-    return await fn(database)
+    const migrated = await migrateToLatest(database)
+    return await fn(database, migrated)
   } catch (err) {
     if (isDatabaseUnavailable(err)) {
       const where =

@@ -10,7 +10,9 @@ import { type CopyProgress, copyDatabase } from '../domain/operations/copy.js'
 import { dumpDatabase } from '../domain/operations/dump.js'
 import { loadDump } from '../domain/operations/load.js'
 import { carrySecret, keepBeside, planSecretCarry } from '../domain/operations/secret-travel.js'
+import { counted } from '../domain/plural.js'
 import { CliError } from './common.js'
+import { copyRate, timeLeftText } from './eta.js'
 
 function where(target: DatabaseTarget): string {
   return target.dialect === 'sqlite' ? `sqlite:${target.path}` : redactUrl(target.connectionString)
@@ -60,7 +62,7 @@ export async function dumpCommand(args: string[]): Promise<void> {
     const tables = await dumpDatabase(database, out, { force: values.force })
     const rows = Object.values(tables).reduce((n, t) => n + t.rows, 0)
     process.stderr.write(
-      `dumped ${rows} rows from ${Object.keys(tables).length} tables to ${out} in ${seconds(Date.now() - started)} s\n`,
+      `dumped ${counted(rows, 'row')} from ${counted(Object.keys(tables).length, 'table')} to ${out} in ${seconds(Date.now() - started)} s\n`,
     )
     process.stderr.write(`${keepBeside(config, out)}\n`)
   } finally {
@@ -81,7 +83,7 @@ export async function loadCommand(args: string[]): Promise<void> {
     const { tables, header } = await loadDump(database, file)
     const rows = Object.values(tables).reduce((n, t) => n + t.rows, 0)
     process.stderr.write(
-      `loaded ${rows} rows into ${Object.keys(tables).length} tables from ${file} (${header.dialect} dump of ${header.created_at}) in ${seconds(Date.now() - started)} s; checksums match\n`,
+      `loaded ${counted(rows, 'row')} into ${counted(Object.keys(tables).length, 'table')} from ${file} (${header.dialect} dump of ${header.created_at}) in ${seconds(Date.now() - started)} s; checksums match\n`,
     )
     const { problem } = await secretStatus(config, database.db)
     if (problem !== null) process.stderr.write(`note: the dump holds no secret, and ${problem}\n`)
@@ -90,17 +92,19 @@ export async function loadCommand(args: string[]): Promise<void> {
   }
 }
 
-/** A bar with rows/s and ETA on a terminal; a plain line every few seconds otherwise. */
+/**
+ * A bar with rows/s and the time left on a terminal; a plain line every few seconds otherwise. The
+ * rate runs from the first row copied (not from opening the databases), and neither it nor the time
+ * left is shown until it rests on a few seconds of copying (eta.ts).
+ */
 function progressReporter(): CopyProgress & { stop(): void } {
   const tty = process.stderr.isTTY === true
   const bar = tty
     ? new cliProgress.SingleBar(
         {
-          format:
-            'copy |{bar}| {percentage}% {value}/{total} rows | {rate} rows/s | ETA {eta_formatted} | {table}',
+          format: 'copy |{bar}| {percentage}% {value}/{total} rows | {speed} | {left} | {table}',
           stream: process.stderr,
           hideCursor: true,
-          etaBuffer: 50,
         },
         cliProgress.Presets.shades_classic,
       )
@@ -109,18 +113,28 @@ function progressReporter(): CopyProgress & { stop(): void } {
   let total = 0
   let done = 0
   let copiedThisRun = 0
-  const started = Date.now()
-  let lastLine = 0
-  const rate = () => Math.round(copiedThisRun / Math.max(0.001, (Date.now() - started) / 1000))
+  let started = Date.now()
+  let lastLine = Date.now()
+  const figures = () => {
+    const elapsed = Date.now() - started
+    const rate = copyRate(copiedThisRun, elapsed)
+    return {
+      speed: rate === null ? 'measuring speed' : `${Math.round(rate)} rows/s`,
+      left: timeLeftText(total - done, copiedThisRun, elapsed) ?? 'time left: measuring',
+      rate,
+    }
+  }
   return {
     start(totals) {
       total = totals.reduce((n, t) => n + Math.max(t.rows, t.done), 0)
       for (const t of totals) previous.set(t.table, t.done)
       done = totals.reduce((n, t) => n + t.done, 0)
-      if (bar) bar.start(total, done, { rate: 0, table: '' })
+      started = Date.now()
+      lastLine = started
+      if (bar) bar.start(total, done, { ...figures(), table: '' })
       else
         process.stderr.write(
-          `copy: ${total} rows in ${totals.length} tables${done > 0 ? `, resuming after ${done}` : ''}\n`,
+          `copy: ${counted(total, 'row')} in ${counted(totals.length, 'table')}${done > 0 ? `, resuming after ${done}` : ''}\n`,
         )
     },
     advance(table, copied) {
@@ -128,18 +142,18 @@ function progressReporter(): CopyProgress & { stop(): void } {
       previous.set(table, copied)
       done += delta
       copiedThisRun += delta
-      if (bar) bar.update(done, { rate: rate(), table })
+      if (bar) bar.update(done, { ...figures(), table })
       else if (Date.now() - lastLine >= 2000) {
         lastLine = Date.now()
-        const left = total - done
-        const eta = rate() > 0 ? Math.round(left / rate()) : 0
+        const { speed, left, rate } = figures()
+        const percent = Math.floor((done / Math.max(1, total)) * 100)
         process.stderr.write(
-          `copy: ${done}/${total} rows (${Math.floor((done / Math.max(1, total)) * 100)}%), ${rate()} rows/s, ETA ${eta} s, table ${table}\n`,
+          `copy: ${done}/${total} rows (${percent}%)${rate === null ? '' : `, ${speed}, ${left}`}, table ${table}\n`,
         )
       }
     },
     tableDone(table, rows) {
-      if (!bar && rows > 0) process.stderr.write(`copy: table ${table} done (${rows} rows)\n`)
+      if (!bar && rows > 0) process.stderr.write(`copy: table ${table} done (${counted(rows, 'row')})\n`)
     },
     indexing() {
       bar?.stop()
@@ -187,7 +201,7 @@ export async function copyCommand(args: string[]): Promise<void> {
     const rows = Object.values(outcome.tables).reduce((n, t) => n + t.rows, 0)
     const elapsed = (Date.now() - started) / 1000
     process.stderr.write(
-      `copied ${rows} rows in ${Object.keys(outcome.tables).length} tables${outcome.resumed ? ' (resumed)' : ''} in ${elapsed.toFixed(1)} s (${Math.round(outcome.copiedRows / Math.max(elapsed, 0.001))} rows/s this run); row counts and checksums match\n`,
+      `copied ${counted(rows, 'row')} in ${counted(Object.keys(outcome.tables).length, 'table')}${outcome.resumed ? ' (resumed)' : ''} in ${elapsed.toFixed(1)} s (${Math.round(outcome.copiedRows / Math.max(elapsed, 0.001))} rows/s this run); row counts and checksums match\n`,
     )
     await carrySecret(target, to, carry)
     process.stderr.write(`secret: ${carry.note}\n`)

@@ -13,6 +13,7 @@ import {
   setRetention,
 } from '../domain/operations/retention.js'
 import { keepBeside } from '../domain/operations/secret-travel.js'
+import { counted } from '../domain/plural.js'
 import { printableName } from '../domain/text-rules.js'
 import { CliError, reportFailure, withDatabase } from './common.js'
 
@@ -52,7 +53,7 @@ export function backupCommand(args: string[]): Promise<number> {
     if (config.database.path === ':memory:') throw new CliError('an in-memory database cannot be backed up')
     const result = await backupSqlite(config.database.path, out, { force: values.force })
     process.stderr.write(
-      `backup written to ${result.path} (${(result.bytes / 1024 ** 2).toFixed(1)} MiB, ${result.events} events, ${(result.ms / 1000).toFixed(1)} s)\n`,
+      `backup written to ${result.path} (${(result.bytes / 1024 ** 2).toFixed(1)} MiB, ${counted(result.events, 'event')}, ${(result.ms / 1000).toFixed(1)} s)\n`,
     )
     process.stderr.write(`${keepBeside(config, result.path)}\n`)
   })

@@ -26,6 +26,7 @@ import {
   scopesFromColumn,
 } from '../domain/keys.js'
 import { hashedPassword, passwordProblem } from '../domain/passwords.js'
+import { counted } from '../domain/plural.js'
 import { isUserRole, nameProblem, printableName, USER_ROLES } from '../domain/text-rules.js'
 import {
   createWebhook,
@@ -37,6 +38,7 @@ import {
 import { PACKAGE_JSON } from '../paths.js'
 import { serveUntilSignalled } from '../server.js'
 import { CliError, reportFailure, withDatabase } from './common.js'
+import { migrate } from './migrate-command.js'
 import { NAMES_USAGE, namesCommand } from './names.js'
 import { copyCommand, dumpCommand, loadCommand } from './ops-data.js'
 import { backupCommand, doctorCommand, OPS_USAGE, retentionCommand } from './ops-misc.js'
@@ -520,7 +522,7 @@ async function deploymentsRebuild(args: string[]): Promise<void> {
       process.stderr.write(`derived ${count} events…\n`)
     })
     const seconds = ((Date.now() - started) / 1000).toFixed(1)
-    process.stderr.write(`deployments rebuilt from ${derived} events in ${seconds} s\n`)
+    process.stderr.write(`deployments rebuilt from ${counted(derived, 'event')} in ${seconds} s\n`)
   })
 }
 
@@ -541,12 +543,6 @@ async function serve(args: string[]): Promise<void> {
   })
   const config = loadConfig(process.env, { port: values.port, host: values.host })
   await serveUntilSignalled(config)
-}
-
-async function migrate(args: string[]): Promise<void> {
-  parseArgs({ args, options: {}, strict: true })
-  await withDatabase(async () => {})
-  process.stderr.write('database schema is up to date\n')
 }
 
 export async function main(argv: string[]): Promise<number> {

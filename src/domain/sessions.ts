@@ -93,6 +93,31 @@ export async function sessionExists(db: Kysely<DB>, sessionId: string): Promise<
   return row !== undefined
 }
 
+/**
+ * How long after signing in with a one-time password the session alone proves it: within this time
+ * the first password change does not ask for it again; later (a session left open, perhaps taken)
+ * it does.
+ */
+export const ONE_TIME_PROOF_MS = 15 * 60 * 1000
+
+/**
+ * Whether this session proves its user's one-time password: a session a password opened (not single
+ * sign-on) less than ONE_TIME_PROOF_MS ago. Setting a one-time password ends the user's sessions
+ * (accounts.ts, resetPassword), so a session that is left was opened with it.
+ */
+export async function provesOneTimePassword(
+  db: Kysely<DB>,
+  sessionId: string,
+  now: number,
+): Promise<boolean> {
+  const row = await db
+    .selectFrom('sessions')
+    .select(['created_at', 'id_token'])
+    .where('id', '=', sessionId)
+    .executeTakeFirst()
+  return row !== undefined && row.id_token === null && now - Number(row.created_at) < ONE_TIME_PROOF_MS
+}
+
 export async function deleteSession(db: Kysely<DB>, sessionId: string): Promise<void> {
   await db.deleteFrom('sessions').where('id', '=', sessionId).execute()
 }

@@ -1,5 +1,5 @@
 // The server's log configuration: JSON lines from pino with API keys, cookies and passwords kept out.
-import type { FastifyRequest } from 'fastify'
+import { type FastifyReply, type FastifyRequest, LogController } from 'fastify'
 import type { LogLevel } from '../config.js'
 
 const CENSOR = '[redacted]'
@@ -87,5 +87,36 @@ export function loggerOptions(level: LogLevel): Record<string, unknown> {
     level,
     redact: { paths: REDACTED_PATHS, censor: CENSOR },
     serializers: { req: serializeRequest },
+  }
+}
+
+/** What a load balancer or orchestrator polls every few seconds: not worth a line each at info. */
+const PROBES = new Set(['/healthz', '/readyz'])
+
+function isProbe(url: string): boolean {
+  const q = url.indexOf('?')
+  return PROBES.has(q === -1 ? url : url.slice(0, q))
+}
+
+/**
+ * One line per request where Fastify writes two ("incoming request", then "request completed"): the
+ * completed line carries the request (method, redacted URL, client), the status and the time. The
+ * health probes are logged at debug only, and a 404 is not announced again before its line.
+ */
+export class RequestLog extends LogController {
+  override incomingRequest(): void {}
+
+  override routeNotFound(): void {}
+
+  override requestCompleted(
+    error: Error | null | undefined,
+    request: FastifyRequest,
+    reply: FastifyReply,
+  ): void {
+    if (this.isLogDisabled(request)) return
+    const fields = { req: request, res: reply, responseTime: reply.elapsedTime }
+    if (error) reply.log.error({ ...fields, err: error }, 'request errored')
+    else if (isProbe(request.url)) reply.log.debug(fields, 'request completed')
+    else reply.log.info(fields, 'request completed')
   }
 }

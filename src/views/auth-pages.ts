@@ -49,6 +49,9 @@ export function loginPage(p: {
   /** Single sign-on: the provider's name for the "Sign in with …" button, when configured. */
   sso?: { name: string }
 }) {
+  // After a refused password (the email kept) or the choice of an account, what is left to type is
+  // the password: the cursor starts there.
+  const passwordFirst = p.accounts !== undefined || (p.errors.length > 0 && (p.email ?? '') !== '')
   return layout({
     title: 'Log in',
     body: html`<div class="panel narrow">
@@ -59,7 +62,7 @@ export function loginPage(p: {
         <input type="hidden" name="_csrf" value="${p.csrfToken}">
         ${p.next ? html`<input type="hidden" name="next" value="${p.next}">` : ''}
         <label for="email">Email</label>
-        <input id="email" name="email" type="email" required value="${p.email ?? ''}" autocomplete="username" ${p.accounts ? '' : html`autofocus`}>
+        <input id="email" name="email" type="email" required value="${p.email ?? ''}" autocomplete="username" ${passwordFirst ? '' : html`autofocus`}>
         ${
           p.accounts
             ? html`<fieldset>
@@ -74,7 +77,7 @@ export function loginPage(p: {
             : ''
         }
         <label for="password">Password</label>
-        <input id="password" name="password" type="password" required autocomplete="current-password" ${p.accounts ? html`autofocus` : ''}>
+        <input id="password" name="password" type="password" required autocomplete="current-password" ${passwordFirst ? html`autofocus` : ''}>
         <p><button type="submit">Log in</button></p>
       </form>
       ${
@@ -88,7 +91,18 @@ export function loginPage(p: {
   })
 }
 
-export function passwordPage(p: { user: SessionUser; csrfToken: string; errors: string[]; forced: boolean }) {
+/**
+ * The password change. `forced`: the user signed in with a one-time password and must choose their
+ * own. `askCurrent`: false when that sign-in, moments ago, proved the one-time password, so it is
+ * not asked for again.
+ */
+export function passwordPage(p: {
+  user: SessionUser
+  csrfToken: string
+  errors: string[]
+  forced: boolean
+  askCurrent: boolean
+}) {
   return layout({
     title: 'Change password',
     user: p.user,
@@ -99,10 +113,14 @@ export function passwordPage(p: { user: SessionUser; csrfToken: string; errors: 
       ${errorBox(p.errors)}
       <form method="post" action="/account/password">
         <input type="hidden" name="_csrf" value="${p.csrfToken}">
-        <label for="current">Current password</label>
-        <input id="current" name="current" type="password" required autocomplete="current-password">
+        ${
+          p.askCurrent
+            ? html`<label for="current">${p.forced ? 'The one-time password you signed in with' : 'Current password'}</label>
+        <input id="current" name="current" type="password" required autocomplete="current-password">`
+            : ''
+        }
         <label for="password">New password</label>
-        <input id="password" name="password" type="password" required minlength="8" autocomplete="new-password">
+        <input id="password" name="password" type="password" required minlength="8" autocomplete="new-password" ${p.askCurrent ? '' : html`autofocus`}>
         <label for="confirm">Repeat the new password</label>
         <input id="confirm" name="confirm" type="password" required minlength="8" autocomplete="new-password">
         <p><button type="submit">Change password</button></p>

@@ -1,9 +1,11 @@
 // The board /services/: services × environments, what runs where, what needs attention, drift;
 // a table on a desktop and a card per service on a phone.
 import type { Alert, BoardEntry, BoardRow, Drift } from '../domain/board.js'
+import type { FieldError } from '../domain/events/event.js'
+import { readInstant } from '../domain/instants.js'
 import type { SessionUser } from '../domain/sessions.js'
 import { html, type SafeHtml } from './html.js'
-import { layout } from './layout.js'
+import { layout, timeTag } from './layout.js'
 
 export interface BoardPageData {
   user: SessionUser
@@ -12,6 +14,10 @@ export interface BoardPageData {
   rows: BoardRow[]
   /** The instant shown when it is not now. */
   at: number | null
+  /** The "As it was at" field: the text as typed, the zone it was read in (else UTC), why it was refused. */
+  atForm: { text: string; zone?: string; error: FieldError | null }
+  /** When the account's first deployment started, when `at` is before it (nothing to show then). */
+  firstDeployment: number | null
   now: number
   filter: { team: string; name: string }
   teams: string[]
@@ -142,14 +148,15 @@ function cellClass(entry: BoardEntry | null): string {
 }
 
 function table(d: BoardPageData): SafeHtml {
-  const cells = new CellRenderer(d.now)
+  // "5 min ago" counts back from the instant shown: the board as it was then, read as it was then.
+  const cells = new CellRenderer(d.at ?? d.now)
   // The opening of each column's cell, escaped once: `<td class="cell" data-environment="prod">`.
   const opening = d.environments.map((environment) => ({
     plain: html`<td class="cell" data-environment="${environment}">`,
     environment,
   }))
   // Live updates (public/app.js) only for the board as it is now, not as it was at an instant.
-  return html`<div class="live-bar" role="status" hidden></div><div class="table-wrap board-wrap" ${d.at === null ? html`data-live-board` : ''}><table class="board">
+  return html`<div class="live-bar" role="status" hidden></div><div class="table-wrap board-wrap" ${d.at === null ? html`data-live-board` : html`data-relative-base="${new Date(d.at).toISOString()}"`}><table class="board">
     <caption class="sr-only">What runs where: services by environment</caption>
     <thead><tr><th scope="col" class="service-col">Service</th>${d.environments.map((e) => html`<th scope="col">${e}</th>`)}</tr></thead>
     <tbody>${d.rows.map(
@@ -171,28 +178,60 @@ function table(d: BoardPageData): SafeHtml {
   </table></div>`
 }
 
+/** `2026-11-21T22:40:00`: an instant as a datetime-local field holds it, in UTC. */
+function utcLocalValue(ms: number): string {
+  return new Date(ms - (ms % 1000)).toISOString().slice(0, 19)
+}
+
+/**
+ * "As it was at": a date-time picker read in the viewer's zone, as the log's From and To. A time
+ * typed without zone is shown as typed (it was read in the zone the label names: the viewer's, sent
+ * by the script, else UTC); one that came with a zone (a link) is shown in UTC, and `data-utc` lets
+ * the script show it in the viewer's zone. A refused time is said beside the field.
+ */
+function atField(d: BoardPageData): SafeHtml {
+  const { text, zone, error } = d.atForm
+  const zoneless = readInstant(text)?.offsetMinutes === undefined
+  const value = d.at === null || zoneless ? text : utcLocalValue(d.at)
+  const utc = d.at === null || zoneless ? '' : new Date(d.at).toISOString()
+  return html`<div class="field"><label for="f-at">As it was at <span class="zone" data-zone-label>(${zone ?? 'UTC'})</span></label>
+        ${error ? html`<p class="field-error" id="f-at-error"><span class="sr-only">Error:</span> ${error.message}.</p>` : ''}
+        <input id="f-at" name="at" type="datetime-local" step="1" value="${value}" ${utc ? html`data-utc="${utc}"` : ''} ${error ? html`aria-invalid="true" aria-describedby="f-at-error f-at-hint"` : html`aria-describedby="f-at-hint"`}>
+        <p class="hint" id="f-at-hint">Empty for now.</p></div>`
+}
+
 function filters(d: BoardPageData): SafeHtml {
   const active = [
     d.filter.team ? html`<span>team: ${d.filter.team}</span>` : '',
     d.filter.name ? html`<span>name contains “${d.filter.name}”</span>` : '',
-    d.at === null ? '' : html`<span>as at ${new Date(d.at).toISOString()}</span>`,
+    d.at === null ? '' : html`<span>as at ${timeTag(d.at)}</span>`,
+    d.atForm.error ? html`<span>invalid time</span>` : '',
   ]
   const any = d.filter.team !== '' || d.filter.name !== ''
-  const shown = any || d.at !== null
-  return html`<details class="filter-box" data-collapse-on-phone open>
+  const shown = any || d.at !== null || d.atForm.error !== null
+  // An error keeps the box open on a phone (app.js folds it unless #filter-errors is on the page).
+  return html`<details class="filter-box" data-collapse-on-phone open ${d.atForm.error ? html`id="filter-errors"` : ''}>
     <summary class="filter-summary">Filters${shown ? html`: <span class="active">${active}</span>` : html` <span class="hint">(none)</span>`}</summary>
     <form method="get" action="/services/" class="filters board-filters">
+      <input type="hidden" name="tz" value="${d.atForm.zone ?? ''}" data-viewer-zone>
       <div class="field"><label for="f-name">Service name contains</label>
         <input id="f-name" name="name" type="search" value="${d.filter.name}" maxlength="100"></div>
       <div class="field"><label for="f-team">Team</label>
         <select id="f-team" name="team"><option value="">All teams</option>${d.teams.map(
           (t) => html`<option value="${t}" ${t === d.filter.team ? html`selected` : ''}>${t}</option>`,
         )}</select></div>
-      <div class="field"><label for="f-at">As it was at <span class="hint">(ISO 8601; empty for now)</span></label>
-        <input id="f-at" name="at" type="text" value="${d.at === null ? '' : new Date(d.at).toISOString()}" placeholder="2026-11-20T14:00:00Z" maxlength="40" autocomplete="off"></div>
+      ${atField(d)}
       <div class="actions"><button type="submit">Filter</button> ${any ? html`<a href="/services/${d.at === null ? '' : `?at=${encodeURIComponent(new Date(d.at).toISOString())}`}">Clear</a>` : ''}</div>
     </form>
   </details>`
+}
+
+/** A time before the first deployment: nothing ran yet, and when the first one started. */
+function beforeAnyData(first: number): SafeHtml {
+  const iso = new Date(first).toISOString()
+  return html`<div class="panel empty before-data"><p><strong>Nothing had been deployed yet at that time.</strong>
+    The first deployment Shiplog recorded started at ${timeTag(first)}.</p>
+    <p><a href="/services/?at=${encodeURIComponent(iso)}">Show the board as it was then</a> · <a href="/services/">Back to now</a></p></div>`
 }
 
 function emptyState(baseUrl: string): SafeHtml {
@@ -212,9 +251,11 @@ export function boardPage(d: BoardPageData): SafeHtml {
     ? emptyState(d.baseUrl)
     : html`${filters(d)}
       ${
-        d.rows.length === 0
-          ? html`<p class="panel">No service matches these filters. <a href="/services/">Show all services</a></p>`
-          : html`<p class="hint board-count">${d.rows.length} ${d.rows.length === 1 ? 'service' : 'services'} · ${d.environments.length} ${d.environments.length === 1 ? 'environment' : 'environments'}</p>
+        d.firstDeployment !== null
+          ? beforeAnyData(d.firstDeployment)
+          : d.rows.length === 0
+            ? html`<p class="panel">No service matches these filters. <a href="/services/">Show all services</a></p>`
+            : html`<p class="hint board-count">${d.rows.length} ${d.rows.length === 1 ? 'service' : 'services'} · ${d.environments.length} ${d.environments.length === 1 ? 'environment' : 'environments'}</p>
             ${table(d)}`
       }`
   return layout({
@@ -227,7 +268,7 @@ export function boardPage(d: BoardPageData): SafeHtml {
         d.at === null
           ? ''
           : html`<div class="notice at-notice" role="status"><p><strong>Showing the board as it was at <time datetime="${iso}" data-local>${iso.slice(0, 19).replace('T', ' ')} UTC</time>.</strong>
-            <a href="/services/">Back to now</a></p></div>`
+            Times such as “5 min ago” count back from then. <a href="/services/">Back to now</a></p></div>`
       }
       ${body}`,
   })

@@ -1,5 +1,6 @@
 // Settings sections of the board: environment order and visibility, stall time, badge token. Every
 // change is a plain form (no script needed); members see the values without the buttons.
+import { counted } from '../domain/plural.js'
 import type { SessionUser } from '../domain/sessions.js'
 import { html, type SafeHtml } from './html.js'
 
@@ -62,7 +63,7 @@ function stallSection(d: BoardSettingsData, isAdmin: boolean): SafeHtml {
         <input id="stall-minutes" name="minutes" type="number" min="1" max="10080" step="1" required value="${d.stallMinutes}">
         <p><button type="submit">Save stall time</button></p>
       </form>`
-        : html`<p>${d.stallMinutes} minutes.</p>`
+        : html`<p>${counted(d.stallMinutes, 'minute')}.</p>`
     }
   </section>`
 }

@@ -545,7 +545,7 @@ test('no API key, password, session cookie or CSRF token reaches the log, even a
   }
   assert.deepEqual(leaks, [], `secrets found in the log:\n${leaks.join('\n')}`)
   // The log did record all this (a silent logger would pass the scan), with the secrets blanked.
-  const logged = (log.match(/"incoming request"/g) ?? []).length
+  const logged = (log.match(/"request completed"/g) ?? []).length
   assert.ok(logged >= calls.length + 10, `every request was logged (${logged} lines)`)
   assert.ok(
     log.includes('"url":"/put?app=App1&env=Prod&version=1.0.3&status=Deployed&key=[redacted]"'),

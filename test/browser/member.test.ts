@@ -1,4 +1,6 @@
-// Proves a member added in Settings logs in with the one-time password, must choose their own, then reads without managing keys.
+// Proves a member added in Settings logs in with the one-time password (after a mistyped one, the
+// cursor waits in the password field), must choose their own without typing the one-time password
+// again, then reads without managing keys.
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import {
@@ -56,7 +58,18 @@ test('a member added by the admin changes the one-time password, then reads the 
   // The member, in their own browser, logs in with it and is sent to choose a password.
   const member = await openPage(browser)
   const { page } = member
-  await submitLogin(page, base, MEMBER_EMAIL, oneTime)
+  // A mistyped password first: the email stays, and the cursor waits in the password field.
+  await submitLogin(page, base, MEMBER_EMAIL, 'not it')
+  await page.getByText('That email and password do not match.').waitFor()
+  assert.equal(await page.getByLabel('Email').inputValue(), MEMBER_EMAIL)
+  assert.equal(await page.evaluate('document.activeElement && document.activeElement.id'), 'password')
+  // The refused login's 401, as Chromium reports it; nothing else.
+  assert.deepEqual(
+    member.watch.errors.splice(0).filter((e) => !/status of 401/.test(e)),
+    [],
+  )
+  await page.keyboard.type(oneTime)
+  await page.keyboard.press('Enter')
   await page.waitForURL(`${base}/account/password`)
   await page.getByText('You signed in with a one-time password').waitFor()
   // Nothing else opens until the password is changed.
@@ -65,7 +78,11 @@ test('a member added by the admin changes the one-time password, then reads the 
   await page.goto(`${base}/settings/`)
   assert.equal(pathOf(page), '/account/password')
 
-  await page.getByLabel('Current password').fill(oneTime)
+  // Signing in with it just now proved the one-time password: it is not asked for again, and the
+  // cursor starts in the new password.
+  await page.goto(`${base}/account/password`)
+  assert.equal(await page.getByLabel('Current password').count(), 0)
+  assert.equal(await page.evaluate('document.activeElement && document.activeElement.id'), 'password')
   await page.getByLabel('New password', { exact: true }).fill(MEMBER_PASSWORD)
   await page.getByLabel('Repeat the new password').fill(MEMBER_PASSWORD)
   await page.getByRole('button', { name: 'Change password' }).click()

@@ -2,6 +2,7 @@
 // create and revoke, webhooks create and delete, each by "cli (<user>)" with no address, in the
 // account they touch, naming no secret; a refused command writes nothing.
 import assert from 'node:assert/strict'
+import { userInfo } from 'node:os'
 import { test } from 'node:test'
 import { parseDatabaseUrl } from '../../src/config.js'
 import { openDatabase } from '../../src/db/connect.js'
@@ -10,7 +11,10 @@ import { processEnv, runCli } from '../support/processes.js'
 
 test('CLI changes are recorded as the operator, with no address and no secret', async (t) => {
   const databaseUrl = await freshDatabaseUrl(t)
-  const env = processEnv(databaseUrl, { USER: 'deployer', SHIPLOG_WEBHOOK_ALLOW_PRIVATE: '1' })
+  // No USER nor LOGNAME, as in a container or under a supervisor: the operating system names the
+  // operator all the same (issue 28: "cli (unknown)" was all the log could say).
+  const env = processEnv(databaseUrl, { SHIPLOG_WEBHOOK_ALLOW_PRIVATE: '1' })
+  for (const name of ['USER', 'LOGNAME', 'SUDO_USER']) delete env[name]
   const cli = async (args: string[], stdin?: string, code = 0) => {
     const run = await runCli(t, args, { env, ...(stdin === undefined ? {} : { stdin }) })
     assert.equal(run.code, code, `${args.join(' ')}: ${run.stderr}`)
@@ -97,7 +101,7 @@ test('CLI changes are recorded as the operator, with no address and no secret', 
     ].map(([action, target, details]) => [
       Number(account.id),
       'cli',
-      'cli (deployer)',
+      `cli (${userInfo().username})`,
       null,
       action,
       target,

@@ -3,6 +3,7 @@ import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import { parseDatabaseUrl } from '../../src/config.js'
 import { type Database, openDatabase } from '../../src/db/connect.js'
+import { migrateTo } from '../../src/db/migrate.js'
 import { digestApiKey } from '../../src/domain/keys.js'
 import { verifyPassword } from '../../src/domain/passwords.js'
 import { type Cleanup, freshDatabaseUrl, testDialect } from '../helper.js'
@@ -140,13 +141,31 @@ test('migrate exits 0 on a new database, creates the schema, and is idempotent',
   timeout: 60_000,
 }, async (t) => {
   const { cli, databaseUrl } = await setup(t)
-  assertSuccess(await cli(['migrate']))
+  const first = await cli(['migrate'])
+  assertSuccess(first)
+  // It says what it did: on a new database, that it created the schema (not "up to date").
+  assert.match(first.stderr, /^created the database schema: applied \d+ migrations\n$/)
   const database = openDirect(t, databaseUrl)
   const events = await database.db.selectFrom('events').select('id').execute()
   assert.deepEqual(events, [])
   const second = await cli(['migrate'])
   assertSuccess(second)
   assert.equal(second.stdout, '')
+  assert.match(second.stderr, /^database schema is already up to date \(\d+ migrations\); nothing to do\n$/)
+})
+
+test('migrate on a database an older release left names the migrations it applied', {
+  timeout: 60_000,
+}, async (t) => {
+  const { cli, databaseUrl } = await setup(t)
+  const database = openDirect(t, databaseUrl)
+  await migrateTo(database, '2026_11_26_0011_oidc')
+  const run = await cli(['migrate'])
+  assertSuccess(run)
+  assert.match(
+    run.stderr,
+    /^applied \d+ migrations? \([^)]*2026_11_27_0012_webhook_cursors[^)]*\): the database schema is up to date\n$/,
+  )
 })
 
 test('users create reads the password from stdin and creates the account', { timeout: 60_000 }, async (t) => {

@@ -115,6 +115,13 @@ test('copy killed with SIGKILL mid-table resumes, verifies, and the old key and 
   assert.equal(resumed.code, 0, resumed.stderr)
   assert.match(resumed.stderr, /resuming after \d+/)
   assert.match(resumed.stderr, /\(resumed\).*row counts and checksums match/)
+  // Progress says the time left in words, and only once it rests on a rate (issue 28: the first
+  // line said "ETA 80065 s", from one small table's batch).
+  const progress = `${stderr}${resumed.stderr}`
+  assert.doesNotMatch(progress, /ETA/)
+  for (const line of progress.split('\n').filter((l) => l.startsWith('copy: ') && l.includes('rows/s'))) {
+    assert.match(line, /, about (\d+ h \d+ min|\d+ min \d+ s|\d+ s) left, table /, line)
+  }
   const counts = await rowCounts(target)
   assert.equal(counts.events, EXTRA_EVENTS + 7)
   assert.deepEqual(counts, await rowCounts(source))

@@ -65,6 +65,24 @@ test('internal addresses are refused, in every spelling', () => {
   assert.match(String(checkWebhookUrl('javascript:alert(1)', true)), /http:\/\/ or https:\/\//)
 })
 
+test('a refused internal target names the setting that allows it (SHIPLOG_WEBHOOK_ALLOW_PRIVATE)', async () => {
+  for (const url of [
+    'http://10.0.0.5/hook',
+    'http://[::1]:8080/',
+    'http://localhost:9000/',
+    'http://169.254.169.254/',
+  ]) {
+    assert.match(String(checkWebhookUrl(url, false)), /SHIPLOG_WEBHOOK_ALLOW_PRIVATE=1/, url)
+  }
+  // Refusals for other reasons say nothing about it.
+  assert.doesNotMatch(String(checkWebhookUrl('ftp://example.com/', false)), /ALLOW_PRIVATE/)
+  // At delivery too, when a name resolves to an internal address.
+  const error = await new Promise<Error | null>((resolve) =>
+    guardedLookup(false)('localhost', { all: true }, (err) => resolve(err as Error | null)),
+  )
+  assert.match(String(error?.message), /SHIPLOG_WEBHOOK_ALLOW_PRIVATE=1/)
+})
+
 test('at delivery, a name resolving to loopback is refused before connecting', async () => {
   const lookup = guardedLookup(false)
   const error = await new Promise<Error | null>((resolve) =>

@@ -4,7 +4,7 @@ import { randomBytes } from 'node:crypto'
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { decodeJwt, exportJWK, generateKeyPair, type JWTPayload, SignJWT } from 'jose'
-import Provider from 'oidc-provider'
+import type ProviderClass from 'oidc-provider'
 
 type Cleanup = { after(fn: () => Promise<void> | void): void }
 
@@ -41,6 +41,33 @@ export interface TestProvider {
 
 export const CLIENT_ID = 'shiplog-test'
 
+/** How oidc-provider starts each of its warnings (after a colour code on a terminal). */
+const PROVIDER_WARNING = 'oidc-provider WARNING: '
+
+function isProviderWarning(text: string): boolean {
+  const at = text.indexOf(PROVIDER_WARNING)
+  return at === 0 || (at > 0 && at <= 8 && text.startsWith(String.fromCharCode(27)))
+}
+
+/**
+ * oidc-provider warns, on console.warn, that this runtime is not the Node LTS it prefers and that
+ * a development store and development login screens are in use: all true of a test provider, and
+ * they filled every `npm test` run. Its own warnings are dropped, before it is first loaded (one
+ * warns on import); everything else written to console.warn passes unchanged.
+ */
+let quieted = false
+async function loadProvider(): Promise<typeof ProviderClass> {
+  if (!quieted) {
+    quieted = true
+    const warn = console.warn.bind(console)
+    console.warn = (...args: unknown[]) => {
+      if (typeof args[0] === 'string' && isProviderWarning(args[0])) return
+      warn(...args)
+    }
+  }
+  return (await import('oidc-provider')).default
+}
+
 /**
  * Starts the provider; Shiplog must be reachable (for the browser) at `shiplogUrl`, whose
  * `/login/oidc/callback` is the registered redirect URI.
@@ -74,6 +101,7 @@ export async function startTestProvider(
   )
   const issuer = `http://127.0.0.1:${(server.address() as AddressInfo).port}`
 
+  const Provider = await loadProvider()
   const provider = new Provider(issuer, {
     clients: [
       {

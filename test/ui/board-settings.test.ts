@@ -87,6 +87,16 @@ test('bad environment forms and stall times are refused and change nothing', asy
   assert.match((await admin.get('/settings/')).payload, /Stall time is now 90 minutes\./)
 })
 
+test('a stall time of one minute is said in the singular, to the admin and to members', async (t) => {
+  const { admin, member } = await setUp(t)
+  const ok = await admin.submit('/settings/', '/settings/stall-time', { minutes: '1' })
+  assert.equal(ok.statusCode, 303)
+  const notice = (await admin.get('/settings/')).payload
+  assert.match(notice, /Stall time is now 1 minute\./)
+  assert.doesNotMatch(notice, /1 minutes/)
+  assert.match((await member.get('/settings/')).payload, /<p>1 minute\.<\/p>/)
+})
+
 test('members see the order and stall time but cannot change them; forms need CSRF', async (t) => {
   const { ctx, admin, member } = await setUp(t)
   const page = await member.get('/settings/')

@@ -1,5 +1,6 @@
 // The audit log (SPEC §10): one entry for each security-relevant action, written by the caller in
 // the same transaction as the change it records, so an entry exists exactly when the change does.
+import { userInfo } from 'node:os'
 import type { Kysely } from 'kysely'
 import type { AuditActorKind, DB } from '../../db/schema.js'
 
@@ -90,10 +91,25 @@ export async function recordAudit(db: Kysely<DB>, entry: AuditEntryInput): Promi
     .execute()
 }
 
-/** The actor for commands run by an operator on the server's machine. */
+/**
+ * The actor for commands run by an operator on the server's machine: the operating-system user
+ * (the one who ran sudo, under sudo), read from the system, since USER and LOGNAME are often unset
+ * in containers and under supervisors; those two only when the system has no name for the uid.
+ */
 export function cliActor(): AuditActor {
-  const user = process.env.SUDO_USER ?? process.env.USER ?? process.env.LOGNAME ?? 'unknown'
-  return { kind: 'cli', id: null, name: `cli (${user})` }
+  return { kind: 'cli', id: null, name: `cli (${operatingSystemUser()})` }
+}
+
+function operatingSystemUser(): string {
+  const sudo = process.env.SUDO_USER
+  if (sudo) return sudo
+  try {
+    const { username } = userInfo()
+    if (username) return username
+  } catch {
+    // A uid with no entry in the user database (a container run with --user 1234): no name.
+  }
+  return process.env.USER || process.env.LOGNAME || `uid ${process.getuid?.() ?? 'unknown'}`
 }
 
 export const SYSTEM_ACTOR: AuditActor = { kind: 'system', id: null, name: 'shiplog' }

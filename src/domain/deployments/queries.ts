@@ -351,3 +351,17 @@ export async function environmentsOfService(
     .execute()
   return rows.map((r) => r.environment)
 }
+
+/**
+ * When the account's first deployment started (null when it has none): what the board says to a
+ * time before it. A seek per service and environment in deployments_started_idx, as pairsAt does.
+ */
+export async function firstDeploymentStart(db: Kysely<DB>, accountId: number): Promise<number | null> {
+  const { rows } = await sql<{ first: number | string | null }>`
+    select min((select d.started_at from deployments d
+        where d.account_id = h.account_id and d.service = h.service and d.environment = h.environment
+        order by d.started_at asc, d.id asc limit 1)) as first
+    from deployment_heads h where h.account_id = ${accountId}`.execute(db)
+  const first = rows[0]?.first
+  return first === null || first === undefined ? null : Number(first)
+}

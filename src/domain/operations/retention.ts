@@ -3,6 +3,7 @@
 import type { Kysely } from 'kysely'
 import type { Database, Rows } from '../../db/connect.js'
 import type { DB } from '../../db/schema.js'
+import { counted } from '../plural.js'
 import type { Task, TaskLogger } from '../tasks.js'
 import { parseWholeNumber } from '../whole-numbers.js'
 
@@ -330,7 +331,7 @@ export function retentionTask(database: Database, log: TaskLogger, intervalMs = 
       if (run.accounts === 0) return undefined
       log.info(
         { retention: run },
-        `retention: pruned ${run.events} events, ${run.deployments} deployments and ${run.deliveries} webhook deliveries in ${run.accounts} account${run.accounts === 1 ? '' : 's'} (${run.ms} ms)`,
+        `retention: pruned ${counted(run.events, 'event')}, ${counted(run.deployments, 'deployment')} and ${counted(run.deliveries, 'webhook delivery', 'webhook deliveries')} in ${counted(run.accounts, 'account')} (${run.ms} ms)`,
       )
       return undefined
     },

@@ -93,11 +93,19 @@ export function checkWebhookUrl(raw: string, allowPrivate: boolean): string | nu
   if (url.hostname === '') return 'the URL has no host'
   if (allowPrivate) return null
   const host = url.hostname.replace(/^\[|\]$/g, '')
-  if (isIP(host) !== 0) return refusedAddress(host)
   const lower = host.toLowerCase().replace(/\.$/, '')
-  if (lower === 'localhost' || lower.endsWith('.localhost')) return `${host} is a loopback name`
-  return null
+  const reason =
+    isIP(host) !== 0
+      ? refusedAddress(host)
+      : lower === 'localhost' || lower.endsWith('.localhost')
+        ? `${host} is a loopback name`
+        : null
+  return reason === null ? null : `${reason}${PRIVATE_TARGETS_HINT}`
 }
+
+/** What a refused internal target says next: the one setting that allows it, by name. */
+export const PRIVATE_TARGETS_HINT =
+  ' (internal targets are refused unless the server runs with SHIPLOG_WEBHOOK_ALLOW_PRIVATE=1)'
 
 /**
  * A DNS lookup for node:http that refuses internal addresses, so a delivery connects to exactly
@@ -112,7 +120,13 @@ export function guardedLookup(allowPrivate: boolean): LookupFunction {
       if (!allowPrivate) {
         for (const a of list) {
           const reason = refusedAddress(a.address)
-          if (reason) return callback(new Error(`refused: ${hostname} resolves to ${reason}`), '', 0)
+          if (reason) {
+            return callback(
+              new Error(`refused: ${hostname} resolves to ${reason}${PRIVATE_TARGETS_HINT}`),
+              '',
+              0,
+            )
+          }
         }
       }
       const first = list[0]

@@ -21,7 +21,13 @@ import {
   sessionIdToken,
 } from '../../domain/identity/provisioning.js'
 import { hashedPassword, hashPassword, passwordProblem, verifyPassword } from '../../domain/passwords.js'
-import { createSession, deleteSession, deleteUserSessions } from '../../domain/sessions.js'
+import {
+  createSession,
+  deleteSession,
+  deleteUserSessions,
+  provesOneTimePassword,
+  type SessionUser,
+} from '../../domain/sessions.js'
 import { loginPage, logoutPage, passwordPage, setupPage } from '../../views/auth-pages.js'
 import { providerLogoutPage } from '../../views/sso-pages.js'
 import { HttpProblem } from '../problem.js'
@@ -313,6 +319,13 @@ export const authRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app, ctx)
     return reply.redirect('/login?bye=1', 303)
   })
 
+  /**
+   * Whether the form asks for the current password: always, except right after signing in with a
+   * one-time password, which that sign-in has just proved (provesOneTimePassword).
+   */
+  const asksCurrent = async (user: SessionUser): Promise<boolean> =>
+    !(user.mustChangePassword && (await provesOneTimePassword(db, user.sessionId, Date.now())))
+
   app.get('/account/password', async (request, reply) => {
     const user = ctx.requireUser(request, reply)
     if (!user) return reply
@@ -323,6 +336,7 @@ export const authRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app, ctx)
         csrfToken: ctx.csrfToken(request, reply),
         errors: [],
         forced: user.mustChangePassword,
+        askCurrent: await asksCurrent(user),
       }),
     )
   })
@@ -332,6 +346,7 @@ export const authRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app, ctx)
     if (!user) return reply
     const current = request.body.current ?? ''
     const password = request.body.password ?? ''
+    const askCurrent = await asksCurrent(user)
     const rerender = (errors: string[], status: number) =>
       ctx.page(
         reply,
@@ -340,6 +355,7 @@ export const authRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app, ctx)
           csrfToken: ctx.csrfToken(request, reply),
           errors,
           forced: user.mustChangePassword,
+          askCurrent,
         }),
         status,
       )
@@ -348,11 +364,21 @@ export const authRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app, ctx)
     const errors: string[] = []
     const row = await findUserById(db, user.userId)
     if (!row) throw new HttpProblem(401, 'not-logged-in', 'Not logged in', 'Your account no longer exists.')
-    if (!(await verifyPassword(current, row.password_hash))) errors.push('The current password is wrong.')
+    if (askCurrent && !(await verifyPassword(current, row.password_hash))) {
+      errors.push(
+        user.mustChangePassword ? 'The one-time password is wrong.' : 'The current password is wrong.',
+      )
+    }
     const badPassword = passwordProblem(password)
     if (badPassword) errors.push(`The new password ${badPassword}.`)
     else if (password !== (request.body.confirm ?? '')) errors.push('The two new passwords differ.')
-    else if (password === current) errors.push('Choose a password different from the current one.')
+    else if (askCurrent ? password === current : await verifyPassword(password, row.password_hash)) {
+      errors.push(
+        user.mustChangePassword
+          ? 'Choose a password different from the one-time password.'
+          : 'Choose a password different from the current one.',
+      )
+    }
     if (errors.length > 0) return rerender(errors, 422)
     const hashed = await hashedPassword(password)
     await db.transaction().execute(async (trx) => {

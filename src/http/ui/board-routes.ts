@@ -4,11 +4,11 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import { Type } from 'typebox'
 import { type AuditDetail, recordAudit } from '../../domain/audit/log.js'
-import { boardRows } from '../../domain/board.js'
+import { boardRows, readBoardInstant } from '../../domain/board.js'
 import { deploymentDetails } from '../../domain/deployments/details.js'
-import { boardCells, serviceTimeline } from '../../domain/deployments/queries.js'
+import { boardCells, firstDeploymentStart, serviceTimeline } from '../../domain/deployments/queries.js'
 import { durationMs, outcomeAt } from '../../domain/deployments/rules.js'
-import { parseInstant } from '../../domain/instants.js'
+import { counted } from '../../domain/plural.js'
 import {
   boardSettings,
   changeEnvironment,
@@ -40,7 +40,7 @@ export const TIMELINE_PAGE = 20
 // Query values are text, or a list when repeated (refused below, by name); others are ignored.
 const QueryValue = Type.Optional(Type.Union([Type.String(), Type.Array(Type.String())]))
 const BoardQuery = Type.Object(
-  { at: QueryValue, team: QueryValue, name: QueryValue },
+  { at: QueryValue, tz: QueryValue, team: QueryValue, name: QueryValue },
   { additionalProperties: true },
 )
 const ServiceQuery = Type.Object(
@@ -103,23 +103,13 @@ export const boardRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app, ctx
     const user = ctx.requireUser(request, reply)
     if (!user) return reply
     const query = request.query as Record<string, unknown>
-    const atText = single(query, 'at')?.trim()
+    const atText = (single(query, 'at') ?? '').trim()
     const team = (single(query, 'team') ?? '').trim()
     const name = (single(query, 'name') ?? '').trim()
     const now = Date.now()
-    let at: number | null = null
-    if (atText !== undefined && atText !== '') {
-      const parsed = parseInstant(atText)
-      if (parsed === undefined) {
-        throw invalid(
-          'The time "at" must be an ISO 8601 date or date and time, such as 2026-11-20, 2026-11-20T14:00:00Z or 2026-11-20T15:00+01:00 (without a zone it is UTC).',
-        )
-      }
-      // The board cannot know the future: refused rather than quietly showing now.
-      if (parsed > now)
-        throw invalid('The time "at" is in the future; the board shows the present or the past.')
-      at = parsed
-    }
+    // A refused time is shown beside its field, over the board as it is now (status 422).
+    const asked = readBoardInstant(atText, (single(query, 'tz') ?? '').trim(), now)
+    const at = asked.at
     await sync()
     const [settings, environments, metas] = await Promise.all([
       boardSettings(db, user.accountId),
@@ -128,6 +118,11 @@ export const boardRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app, ctx
     ])
     const cells = await boardCells(db, user.accountId, at, { now, stallMs: settings.stallMinutes * 60_000 })
     const teams = new Map(metas.map((m) => [m.name, m.team]))
+    // A time before the first deployment: the page says so, and when the first one started.
+    const firstDeployment =
+      at !== null && cells.length === 0 && environments.all.length > 0
+        ? await firstDeploymentStart(db, user.accountId)
+        : null
     const rows = boardRows(cells, environments.visible, teams, {
       ...(team ? { team } : {}),
       ...(name ? { name } : {}),
@@ -141,12 +136,15 @@ export const boardRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app, ctx
         environments: environments.visible,
         rows,
         at,
+        atForm: { text: atText, ...(asked.zone ? { zone: asked.zone } : {}), error: asked.error ?? null },
+        firstDeployment,
         now,
         filter: { team, name },
         teams: teamNames,
         accountIsEmpty: environments.all.length === 0,
         baseUrl: ctx.baseUrl(request),
       }),
+      asked.error ? 422 : 200,
     )
   })
 
@@ -369,7 +367,7 @@ export const boardRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app, ctx
       })
     })
     return ctx.redirectWithFlash(reply, user, '/settings/#stall-heading', {
-      notice: `Stall time is now ${parsed.minutes} minutes.`,
+      notice: `Stall time is now ${counted(parsed.minutes, 'minute')}.`,
     })
   })
 
