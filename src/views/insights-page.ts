@@ -132,6 +132,7 @@ function figures(r: InsightsResult): SafeHtml {
       <h3 id="h-frequency">Deployment frequency</h3>
       <p class="figure-value">${fixed(frequency, 2)} <span class="unit">/ day</span></p>
       <p class="figure-sum">${link(q, 'succeeded', `${succeeded} succeeded`)} ÷ ${plural(days, 'day', 'days')}${days < r.coverage.daysInWindow ? ' with data' : ''} = ${fixed(frequency, 2)} / day</p>
+      ${days < r.coverage.daysInWindow ? html`<p class="figure-sum" id="frequency-whole-window">Over the whole window: ${succeeded} ÷ ${plural(r.coverage.daysInWindow, 'day', 'days')} = ${fixed(m.deploymentFrequencyPerDay, 2)} / day</p>` : ''}
     </section>
     <section class="figure" id="figure-failure-rate" aria-labelledby="h-failure-rate">
       <h3 id="h-failure-rate">Change failure rate</h3>

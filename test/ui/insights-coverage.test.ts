@@ -43,7 +43,7 @@ test('three days of data in a 30-day window: frequency over 3 days, and the page
   )
   assert.equal(
     textOfId(res.payload, 'figure-frequency'),
-    'Deployment frequency 2.00 / day 6 succeeded ÷ 3 days with data = 2.00 / day',
+    'Deployment frequency 2.00 / day 6 succeeded ÷ 3 days with data = 2.00 / day Over the whole window: 6 ÷ 30 days = 0.20 / day',
   )
 
   // The API: the same division, with the span it covers.
@@ -53,7 +53,9 @@ test('three days of data in a 30-day window: frequency over 3 days, and the page
   assert.equal(body.deployments_succeeded, 6)
   assert.equal(body.days_in_window, 30)
   assert.equal(body.days_covered, 3)
-  assert.equal(body.deployment_frequency_per_day, 2)
+  // SPEC §6.2's figure stays the contract's (÷ the window's days); the covered-day one sits beside it.
+  assert.equal(body.deployment_frequency_per_day, 6 / 30)
+  assert.equal(body.deployment_frequency_per_covered_day, 2)
   assert.equal(body.covered_from, new Date(today - 2 * DAY_MS + 3_600_000).toISOString())
   assert.equal(body.covered_to, body.to)
 })
@@ -78,7 +80,8 @@ test('retention keeping 3 days: the data starts at its cut-off, not at an older 
   const body = (await browser.get('/api/v1/metrics?environment=prod')).json()
   assert.equal(body.deployments_succeeded, 7)
   assert.equal(body.days_covered, 3)
-  assert.equal(body.deployment_frequency_per_day, 7 / 3)
+  assert.equal(body.deployment_frequency_per_day, 7 / 30)
+  assert.equal(body.deployment_frequency_per_covered_day, 7 / 3)
   const page = await browser.get('/insights/?environment=prod&range=30&tz=UTC')
   assert.match(textOfId(page.payload, 'coverage'), /^Data covers [34] of 30 days/)
 })
@@ -110,10 +113,12 @@ test('a window the data covers whole says nothing more, and divides by all its d
   assert.equal(body.days_covered, 7)
   assert.equal(body.days_in_window, 7)
   assert.equal(body.deployment_frequency_per_day, 6 / 7)
+  assert.equal(body.deployment_frequency_per_covered_day, 6 / 7)
 
   // A window before any data: nothing covered, frequency 0, and the page says why.
   const before = (await browser.get('/api/v1/metrics?environment=prod&from=2026-01-01&to=2026-01-08')).json()
   assert.equal(before.days_covered, 0)
   assert.equal(before.covered_from, null)
   assert.equal(before.deployment_frequency_per_day, 0)
+  assert.equal(before.deployment_frequency_per_covered_day, 0)
 })

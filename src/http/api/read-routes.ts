@@ -204,8 +204,11 @@ const MetricsAnswer = Type.Object({
   deployments_failed: Type.Integer(),
   rolled_back: Type.Integer(),
   deployment_frequency_per_day: Type.Number({
+    description: 'deployments_succeeded ÷ days in the window (SPEC §6.2), whatever part of it holds data.',
+  }),
+  deployment_frequency_per_covered_day: Type.Number({
     description:
-      'deployments_succeeded ÷ days_covered: the days of the window that the data covers (0 when it covers none).',
+      'deployments_succeeded ÷ days_covered: the days of the window that the data covers (0 when it covers none). Differs from deployment_frequency_per_day on the first days of use and when retention keeps fewer days than the window.',
   }),
   days_in_window: Type.Integer({
     description: 'The window in days (24-hour slices from `from`; a shorter last one counts).',
@@ -511,7 +514,8 @@ export async function readRoutes(app: FastifyInstance, options: ReadOptions): Pr
           deployments_succeeded: m.succeeded.length,
           deployments_failed: m.failed.length,
           rolled_back: m.rolledBack.length,
-          deployment_frequency_per_day: frequencyPerDay(m.succeeded.length, coverage),
+          deployment_frequency_per_day: m.deploymentFrequencyPerDay,
+          deployment_frequency_per_covered_day: frequencyPerDay(m.succeeded.length, coverage),
           days_in_window: coverage.daysInWindow,
           days_covered: coverage.daysCovered,
           covered_from: coverage.covered ? iso(coverage.covered.from) : null,
