@@ -206,6 +206,7 @@ export async function buildApp(options: BuildOptions): Promise<App> {
     usage,
     rateLimitPerMinute: config.rateLimitPerMinute,
     rateLimitStore,
+    maxEventAgeDays: config.maxEventAgeDays,
   })
   const readOptions = {
     config,

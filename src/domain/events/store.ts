@@ -34,8 +34,8 @@ export interface RecordOutcome {
 }
 
 /**
- * Whether a request repeats a stored event: the validated event fields, which are what a caller
- * means by "the same event". The request form (source), the key and the arrival time are left
+ * Whether a request repeats a stored event: the validated event fields and the times the caller
+ * gave, which are what a caller means by "the same event". The request form (source), the key and the arrival time are left
  * out: a pipeline that retries through another form still sends the same event.
  */
 export function sameEventValues(stored: EventRow, input: EventInput): boolean {
@@ -47,7 +47,10 @@ export function sameEventValues(stored: EventRow, input: EventInput): boolean {
     stored.url === input.url &&
     stored.commit_sha === input.commit &&
     stored.description === input.description &&
-    stored.deployer === input.deployer
+    stored.deployer === input.deployer &&
+    // No time sent: the stored one must have been its own arrival too (none sent then either).
+    Number(stored.occurred_at) === (input.occurredAt ?? Number(stored.received_at)) &&
+    (stored.commit_time === null ? null : Number(stored.commit_time)) === input.commitTime
   )
 }
 
@@ -83,6 +86,8 @@ const COLUMNS = [
   'api_key_id',
   'api_key_name',
   'received_at',
+  'occurred_at',
+  'commit_time',
 ] as const
 
 type ColumnValue = string | number | null
@@ -105,6 +110,8 @@ function storedRow(item: PendingEvent, id: number): EventRow {
     api_key_id: item.apiKeyId,
     api_key_name: item.apiKeyName,
     received_at: item.receivedAt,
+    occurred_at: input.occurredAt ?? item.receivedAt,
+    commit_time: input.commitTime,
   }
 }
 
@@ -140,6 +147,8 @@ function columnValues(item: PendingEvent): ColumnValue[] {
     item.apiKeyId,
     item.apiKeyName,
     item.receivedAt,
+    input.occurredAt ?? item.receivedAt,
+    input.commitTime,
   ]
 }
 
@@ -211,6 +220,8 @@ const PG_ARRAY_TYPES: Record<(typeof COLUMNS)[number], string> = {
   api_key_id: 'bigint[]',
   api_key_name: 'text[]',
   received_at: 'bigint[]',
+  occurred_at: 'bigint[]',
+  commit_time: 'bigint[]',
 }
 
 /**
