@@ -14,8 +14,9 @@ export const IDEMPOTENCY_WINDOW_MS = 24 * 60 * 60 * 1000
 /** One accepted request waiting to be stored. */
 export interface PendingEvent {
   accountId: number
-  apiKeyId: number
-  apiKeyName: string
+  /** Null for events `shiplog import` stored (no key sent them). */
+  apiKeyId: number | null
+  apiKeyName: string | null
   source: EventSource
   input: EventInput
   idempotencyKey: string | null
