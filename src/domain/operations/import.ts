@@ -18,7 +18,7 @@ import { characterCount, textProblem } from '../text-rules.js'
 import { type ImportFormat, readSource } from './import-read.js'
 
 /** Rows written per transaction. */
-export const IMPORT_BATCH = 5000
+export const IMPORT_BATCH = 10_000
 /** Bad rows listed at most (all are counted). */
 export const MAX_REPORTED = 50
 
@@ -224,14 +224,14 @@ async function storedCounts(
   if (database.dialect === 'sqlite') {
     const found = await database.read((sql) => {
       const out: number[] = []
+      const count = sql.statement(
+        // The planner would pick the index by service (or status) and walk every event of it.
+        'SELECT count(*) AS n FROM events INDEXED BY events_account_occurred_at_idx WHERE account_id = ? AND occurred_at = ? AND service = ? AND environment = ? ' +
+          'AND version = ? AND status = ? AND url IS ? AND commit_sha IS ? AND description IS ? AND deployer IS ? ' +
+          'AND commit_time IS ?',
+      )
       for (const [, row] of entries) {
-        const hit = sql.get<{ n: number }>(
-          'SELECT count(*) AS n FROM events WHERE account_id = ? AND occurred_at = ? AND service = ? AND environment = ? ' +
-            'AND version = ? AND status = ? AND url IS ? AND commit_sha IS ? AND description IS ? AND deployer IS ? ' +
-            'AND commit_time IS ?',
-          accountId,
-          ...values(row),
-        )
+        const hit = count.get(accountId, ...values(row)) as { n: number } | undefined
         out.push(Number(hit?.n ?? 0))
       }
       return out
@@ -248,8 +248,11 @@ async function storedCounts(
      FROM unnest($2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[],
        $10::text[], $11::bigint[]) WITH ORDINALITY AS t(occ, service, environment, version, status, url, commit_sha,
        description, deployer, commit_time, ord)
-     JOIN events e ON e.account_id = $1 AND e.occurred_at = t.occ AND e.service = t.service
-       AND e.environment = t.environment AND e.version = t.version AND e.status = t.status
+     JOIN events e ON e.account_id = $1 AND e.occurred_at = t.occ
+       -- "|| ''": only (account_id, occurred_at) can lead to an index; one by service or status
+       -- would walk every event of it.
+       AND e.service || '' = t.service AND e.environment || '' = t.environment
+       AND e.version || '' = t.version AND e.status || '' = t.status
        AND e.url IS NOT DISTINCT FROM t.url AND e.commit_sha IS NOT DISTINCT FROM t.commit_sha
        AND e.description IS NOT DISTINCT FROM t.description AND e.deployer IS NOT DISTINCT FROM t.deployer
        AND e.commit_time IS NOT DISTINCT FROM t.commit_time
