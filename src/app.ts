@@ -208,6 +208,7 @@ export async function buildApp(options: BuildOptions): Promise<App> {
     usage,
     rateLimitPerMinute: config.rateLimitPerMinute,
     rateLimitStore,
+    maxEventAgeDays: config.maxEventAgeDays,
   })
   const readOptions = {
     config,

@@ -39,6 +39,8 @@ export interface Config {
   readonly redisUrl: string | null
   /** Requests per minute allowed for one API key. */
   readonly rateLimitPerMinute: number
+  /** How far into the past an event's own time (occurred_at) may lie, in days (SPEC §1.2). */
+  readonly maxEventAgeDays: number
   /** How long a verified API key may be served from memory before the database is asked again. */
   readonly keyCacheMs: number
   readonly trustProxy: boolean
@@ -195,6 +197,13 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Conf
     10_000_000,
   )
 
+  const maxEventAgeDays = parseInteger(
+    'SHIPLOG_MAX_EVENT_AGE_DAYS',
+    env.SHIPLOG_MAX_EVENT_AGE_DAYS ?? '3650',
+    1,
+    36_500,
+  )
+
   // One SQLite process sees every revocation itself, so no cache is needed there; instances sharing
   // PostgreSQL may each hold a verified key this long after another instance revoked it.
   const defaultCacheSeconds = database.dialect === 'postgres' ? '5' : '0'
@@ -320,6 +329,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Conf
     logLevel,
     redisUrl,
     rateLimitPerMinute,
+    maxEventAgeDays,
     keyCacheMs,
     trustProxy,
     headersTimeoutMs,

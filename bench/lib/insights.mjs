@@ -84,7 +84,7 @@ function seedSqlite(file, n, endMs) {
       .get()
     const insert = db.prepare(
       `INSERT INTO events (account_id, service, environment, version, status, deployer, source, api_key_id,
-        api_key_name, received_at) VALUES (?,?,?,?,?,?,?,?,?,?)`,
+        api_key_name, received_at, occurred_at) VALUES (?,?,?,?,?,?,?,?,?,?,?)`,
     )
     db.transaction(() => {
       for (const e of deploymentEvents(n, endMs)) {
@@ -98,6 +98,7 @@ function seedSqlite(file, n, endMs) {
           'deploy',
           target.keyId,
           target.keyName,
+          e.receivedAt,
           e.receivedAt,
         )
       }
@@ -125,8 +126,8 @@ async function seedPostgres(databaseUrl, n, endMs) {
       if (batch.length === 0) return
       await client.query(
         `INSERT INTO events (account_id, service, environment, version, status, deployer, source, api_key_id,
-          api_key_name, received_at)
-         SELECT $1, s, e, v, st, d, 'deploy', $2, $3, r
+          api_key_name, received_at, occurred_at)
+         SELECT $1, s, e, v, st, d, 'deploy', $2, $3, r, r
          FROM unnest($4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::bigint[]) AS t(s, e, v, st, d, r)`,
         [
           target.accountId,

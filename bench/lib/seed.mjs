@@ -196,7 +196,7 @@ export function seedSqlite(file, plan, target) {
     )
     const insert = db.prepare(
       `INSERT INTO events (account_id, service, environment, version, status, url, commit_sha, description,
-        deployer, source, api_key_id, api_key_name, received_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)`,
+        deployer, source, api_key_id, api_key_name, received_at, occurred_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
     )
     const history = makeHistory(plan)
     db.transaction(() => {
@@ -214,6 +214,7 @@ export function seedSqlite(file, plan, target) {
           e.source,
           target.apiKeyId,
           target.apiKeyName,
+          e.receivedAt,
           e.receivedAt,
         )
       }
@@ -325,9 +326,9 @@ export async function seedPostgres(databaseUrl, plan, target) {
       if (c[0]?.length === 0) break
       inFlight = client.query(
         `INSERT INTO events (account_id, service, environment, version, status, url, commit_sha, description,
-           deployer, source, api_key_id, api_key_name, received_at)
+           deployer, source, api_key_id, api_key_name, received_at, occurred_at)
          SELECT $1, t.service, t.environment, t.version, t.status, t.url, t.commit_sha, t.description,
-           t.deployer, t.source, $2, $3, t.received_at
+           t.deployer, t.source, $2, $3, t.received_at, t.received_at
          FROM unnest($4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::text[],
            $11::text[], $12::text[], $13::bigint[]) WITH ORDINALITY
            AS t(service, environment, version, status, url, commit_sha, description, deployer, source,

@@ -25,13 +25,19 @@ Options:
   --commit SHA         the commit deployed (default on GitHub Actions: GITHUB_SHA)
   --description TEXT   a short note (at most 500 characters)
   --deployer NAME      who deployed (default on GitHub Actions: GITHUB_ACTOR)
+  --at TIME            when it happened, for history sent later (ISO 8601, e.g.
+                       2026-11-21T14:05:00+01:00; without a zone: UTC). Default: now.
+                       At most 5 minutes ahead; the server bounds how far back
+  --commit-time TIME   when the deployed commit was made (same form): lead time
+                       runs from it
   -h, --help           show this help
   -v, --version        print the version
 
 Environment:
   SHIPLOG_URL       the server, e.g. http://shiplog.internal:8080 (required)
   SHIPLOG_TIMEOUT   seconds to keep retrying before giving up (default 30)
-  SHIPLOG_DEPLOY_URL, SHIPLOG_DEPLOY_COMMIT, SHIPLOG_DEPLOY_DESCRIPTION, SHIPLOG_DEPLOY_DEPLOYER
+  SHIPLOG_DEPLOY_URL, SHIPLOG_DEPLOY_COMMIT, SHIPLOG_DEPLOY_DESCRIPTION, SHIPLOG_DEPLOY_DEPLOYER,
+  SHIPLOG_DEPLOY_AT, SHIPLOG_DEPLOY_COMMIT_TIME
                     defaults for the options of the same names
 
 Network errors, 5xx and 429 answers are retried with backoff (honouring Retry-After) under one
@@ -69,6 +75,8 @@ function parseInvocation(e: DeployEnvironment): Invocation | 'help' | 'version' 
         commit: { type: 'string' }
         description: { type: 'string' }
         deployer: { type: 'string' }
+        at: { type: 'string' }
+        'commit-time': { type: 'string' }
         help: { type: 'boolean'; short: 'h' }
         version: { type: 'boolean'; short: 'v' }
       }
@@ -83,6 +91,8 @@ function parseInvocation(e: DeployEnvironment): Invocation | 'help' | 'version' 
         commit: { type: 'string' },
         description: { type: 'string' },
         deployer: { type: 'string' },
+        at: { type: 'string' },
+        'commit-time': { type: 'string' },
         help: { type: 'boolean', short: 'h' },
         version: { type: 'boolean', short: 'v' },
       },
@@ -153,6 +163,12 @@ function parseInvocation(e: DeployEnvironment): Invocation | 'help' | 'version' 
   if (commit) body.commit = commit
   if (deployer) body.deployer = deployer
   if (description) body.description = description
+  // Sent as given: the server reads them by its one grammar for instants and checks the bounds,
+  // which depend on its clock and configuration (a bad one: 422 naming the field, exit 3).
+  const at = pick(values.at, e.env.SHIPLOG_DEPLOY_AT)
+  const commitTime = pick(values['commit-time'], e.env.SHIPLOG_DEPLOY_COMMIT_TIME)
+  if (at) body.occurred_at = at.trim()
+  if (commitTime) body.commit_time = commitTime.trim()
   return { server, key, body, timeoutMs: timeoutSeconds * 1000 }
 }
 

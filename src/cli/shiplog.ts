@@ -38,6 +38,7 @@ import {
 import { PACKAGE_JSON } from '../paths.js'
 import { serveUntilSignalled } from '../server.js'
 import { CliError, reportFailure, withDatabase } from './common.js'
+import { importCommand } from './import.js'
 import { migrate } from './migrate-command.js'
 import { NAMES_USAGE, namesCommand } from './names.js'
 import { copyCommand, dumpCommand, loadCommand } from './ops-data.js'
@@ -76,6 +77,9 @@ Commands:
   webhooks delete --account NAME ID  delete a webhook and its delivery log
   deployments rebuild                derive every deployment again from the events; safe
                                      while servers run (their pages fill in as it goes)
+  import FILE[.gz] --account NAME    store past events from a CSV in the export's columns
+                                     (plus occurred_at, commit_time) or NDJSON; checked
+                                     whole first, a re-run stores nothing twice
   dump --out FILE[.gz] [--force]     write every table to a versioned NDJSON dump
                                      (gzip when the name ends in .gz)
   load FILE                          load a dump into a new or empty database (one
@@ -573,6 +577,7 @@ export async function main(argv: string[]): Promise<number> {
     else if (command === 'webhooks' && sub === 'list') await webhooksList(rest)
     else if (command === 'webhooks' && sub === 'delete') await webhooksDelete(rest)
     else if (command === 'deployments' && sub === 'rebuild') await deploymentsRebuild(rest)
+    else if (command === 'import') await importCommand(argv.slice(1))
     else if (command === 'dump') await dumpCommand(argv.slice(1))
     else if (command === 'load') await loadCommand(argv.slice(1))
     else if (command === 'copy') await copyCommand(argv.slice(1))

@@ -13,6 +13,7 @@ import { retentionSchema } from './migrations/2026_11_26_0009_retention.js'
 import { chainSchema } from './migrations/2026_11_26_0010_chain.js'
 import { oidcSchema } from './migrations/2026_11_26_0011_oidc.js'
 import { webhookCursors } from './migrations/2026_11_27_0012_webhook_cursors.js'
+import { eventTimeSchema } from './migrations/2026_11_27_0013_event_time.js'
 import { namesSchema } from './migrations/2026_11_27_0014_names.js'
 
 function provider(database: Database): MigrationProvider {
@@ -32,6 +33,7 @@ function provider(database: Database): MigrationProvider {
         '2026_11_26_0011_oidc': oidcSchema(database.dialect),
         '2026_11_27_0012_webhook_cursors': webhookCursors(database.dialect),
         '2026_11_26_0009_retention': retentionSchema(),
+        '2026_11_27_0013_event_time': eventTimeSchema(database.dialect),
         '2026_11_27_0014_names': namesSchema(),
       }
     },

@@ -84,7 +84,12 @@ export interface EventsTable {
   api_key_id: number | null
   /** Copied from the key at write time so exports need no join and survive key renames. */
   api_key_name: string | null
+  /** The server's clock when it arrived; with `id`, the order of arrival. */
   received_at: EpochMs
+  /** When it happened, as the sender said (SPEC §1.2); received_at when it said nothing. */
+  occurred_at: EpochMs
+  /** When the change was committed, as the sender said; null when it said nothing. */
+  commit_time: EpochMs | null
 }
 
 export interface IdempotencyKeysTable {
@@ -116,6 +121,8 @@ export interface DeploymentsTable {
   rolled_back: number
   deployer: string | null
   api_key_name: string | null
+  /** The commit time the first of its events to carry one gave (lead time from the commit). */
+  commit_time: EpochMs | null
   /** Comma-separated event ids in arrival order. */
   event_ids: string
 }

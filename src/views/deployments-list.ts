@@ -68,7 +68,7 @@ const KIND_EXPLAINED: Record<ListKind, string> = {
     'Each failed or rolled-back deployment, and the time from its finish to the finish of the next success in its service and environment (for a rolled-back one: the rollback).',
   duration: 'Each finished deployment that was not instant, from its start (Deploying) to its finish.',
   lead_time:
-    'Each succeeded deployment, from the start of the first deployment of its version of the service (in any environment) to its finish here.',
+    'Each succeeded deployment, from its commit (when its events carry commit_time) or else from the start of the first deployment of its version of the service (in any environment), to its finish here.',
 }
 
 export interface DeploymentsListData {
@@ -112,6 +112,7 @@ function measuredTo(row: ListedDeployment, kind: ListKind): SafeHtml | string {
       : value
   }
   if (kind === 'lead_time') {
+    if (row.measured.from === 'commit') return html`${value} <span class="hint">since its commit</span>`
     return r
       ? html`${value} <span class="hint">since <span class="mono">${r.version}</span> first started in ${r.environment} ${timeTag(r.startedAt)}</span>`
       : value

@@ -172,11 +172,18 @@ function figures(r: InsightsResult): SafeHtml {
     <section class="figure" id="figure-lead-time" aria-labelledby="h-lead-time">
       <h3 id="h-lead-time">Lead time</h3>
       ${spreadFigure(q, 'lead_time', m.leadTime.spread, 'succeeded deployments', 'Nothing succeeded in this window.')}
-      <p class="hint">From the first start of a version in any environment to its success here.</p>
+      <p class="hint" id="lead-time-from">${leadTimeFrom(m.leadTime.from)}</p>
       ${skewNote(m.leadTime.skewed.length)}
     </section>
   </div>
   <p class="hint" id="spread-rule"><strong>Median</strong>: the middle value when the values are sorted; for an even count, the mean of the two middle values. <strong>p90</strong>: the nearest rank, the value at position ⌈0.9 × n⌉ in ascending order (so always a measured value, with at least 90 % of the values at or below it).</p>`
+}
+
+/** Which definition each lead-time value used: from the commit (DORA) or the first deployment. */
+function leadTimeFrom(from: { commit: number; first_deployment: number }): string {
+  if (from.commit === 0) return 'From the first start of a version in any environment to its success here.'
+  if (from.first_deployment === 0) return 'From the commit (commit_time) to the success here.'
+  return `${from.commit} from the commit (commit_time), ${from.first_deployment} from the first start of the version in any environment (no commit time sent); each to its success here.`
 }
 
 function charts(r: InsightsResult): SafeHtml {

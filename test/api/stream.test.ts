@@ -120,9 +120,9 @@ test('an event that commits late, below ids already sent, still arrives once, an
   // An event with an id chosen here, as a transaction that was handed it earlier would commit it
   // (another instance's slower transaction on PostgreSQL).
   const insert = async (id: number, status: string, receivedAt: number) => {
-    await sql`insert into events (id, account_id, service, environment, version, status, source, api_key_name, received_at)
+    await sql`insert into events (id, account_id, service, environment, version, status, source, api_key_name, received_at, occurred_at)
       ${sql.raw(ctx.database.dialect === 'postgres' ? 'overriding system value' : '')}
-      values (${id}, ${ctx.tenant.account.id}, 'api', 'prod', '1.0', ${status}, 'deploy', 'ci', ${receivedAt})`.execute(
+      values (${id}, ${ctx.tenant.account.id}, 'api', 'prod', '1.0', ${status}, 'deploy', 'ci', ${receivedAt}, ${receivedAt})`.execute(
       ctx.database.db,
     )
   }

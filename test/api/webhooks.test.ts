@@ -351,9 +351,9 @@ test('an event that commits late, below ids already derived, still triggers its 
   // An event with an id chosen here, as a transaction that was handed it earlier would commit it.
   const insert = async (id: number, status: string, receivedAt: number) => {
     const row = { account: ctx.tenant.account.id, service: 'api', environment: 'prod', version: '1.0' }
-    await sql`insert into events (id, account_id, service, environment, version, status, source, api_key_name, received_at)
+    await sql`insert into events (id, account_id, service, environment, version, status, source, api_key_name, received_at, occurred_at)
       ${sql.raw(ctx.database.dialect === 'postgres' ? 'overriding system value' : '')}
-      values (${id}, ${row.account}, ${row.service}, ${row.environment}, ${row.version}, ${status}, 'deploy', 'ci', ${receivedAt})`.execute(
+      values (${id}, ${row.account}, ${row.service}, ${row.environment}, ${row.version}, ${status}, 'deploy', 'ci', ${receivedAt}, ${receivedAt})`.execute(
       ctx.database.db,
     )
   }

@@ -148,6 +148,7 @@ test("/logs/ speaks one zone, the viewer's: rows, From/To and the filter agree a
         api_key_id: null,
         api_key_name: 'ci',
         received_at: Date.parse(iso),
+        occurred_at: Date.parse(iso),
       })
       .execute()
   }

@@ -157,10 +157,10 @@ test('backup refuses an existing target, an unwritable directory and a full disk
   // Make the database bigger than the small disk below.
   const db = new SqliteDatabase(path)
   const insert = db.prepare(
-    "INSERT INTO events (account_id, service, environment, version, status, source, received_at, description) VALUES (1, 'svc', 'prod', ?, 'Deployed', 'deploy', ?, ?)",
+    "INSERT INTO events (account_id, service, environment, version, status, source, received_at, description, occurred_at) VALUES (1, 'svc', 'prod', ?, 'Deployed', 'deploy', ?, ?, ?)",
   )
   db.transaction(() => {
-    for (let i = 0; i < 4000; i++) insert.run(`v${i}`, Date.now(), 'x'.repeat(500))
+    for (let i = 0; i < 4000; i++) insert.run(`v${i}`, Date.now(), 'x'.repeat(500), Date.now())
   })()
   db.close()
   const env = processEnv(databaseUrl)

@@ -32,8 +32,8 @@ async function addEvents(url: string, count: number): Promise<void> {
   await database.write((sql) =>
     sql.run(
       `with recursive n(i) as (select 0 union all select i + 1 from n where i < ${Math.trunc(count) - 1})
-       insert into events (account_id, service, environment, version, status, source, received_at)
-       select 1, 'svc-' || (i % 7), 'prod', '1.' || i, 'Deployed', 'deploy', 1700000000000 + i from n`,
+       insert into events (account_id, service, environment, version, status, source, received_at, occurred_at)
+       select 1, 'svc-' || (i % 7), 'prod', '1.' || i, 'Deployed', 'deploy', 1700000000000 + i, 1700000000000 + i from n`,
     ),
   )
   await database.close()

@@ -305,6 +305,49 @@ test('values with spaces, +, :, /, &, = and unicode arrive unchanged', TEST_TIME
   }
 })
 
+test(
+  "--at and --commit-time send the event's own times; a bad one is rejected (exit 3) naming the field",
+  TEST_TIMEOUT,
+  async (t) => {
+    const run = await deploy(t, {
+      args: [
+        '--at',
+        '2026-01-10T12:30:00+02:00',
+        '--commit-time',
+        '2026-01-10T09:15:00',
+        ...fiveArgs('at-app', 'Prod', '1.0', 'Deployed'),
+      ],
+      key: fx().key,
+      serverUrl: fx().server.url,
+    })
+    assertRecorded(run)
+    const row = await onlyEventOf('at-app')
+    assert.equal(Number(row.occurred_at), Date.UTC(2026, 0, 10, 10, 30))
+    assert.equal(Number(row.commit_time), Date.UTC(2026, 0, 10, 9, 15))
+    assert.ok(Number(row.received_at) > Number(row.occurred_at), 'received_at stays the arrival')
+    // The same from the variables action.yml sets.
+    const fromEnv = await deploy(t, {
+      args: fiveArgs('at-env', 'Prod', '1.0', 'Deployed'),
+      key: fx().key,
+      serverUrl: fx().server.url,
+      env: { SHIPLOG_DEPLOY_AT: '2026-02-01T00:00:00Z' },
+    })
+    assertRecorded(fromEnv)
+    assert.equal(Number((await onlyEventOf('at-env')).occurred_at), Date.UTC(2026, 1, 1))
+    const bad = await deploy(t, {
+      args: ['--at', 'tomorrow', ...fiveArgs('at-bad', 'Prod', '1.0', 'Deployed')],
+      key: fx().key,
+      serverUrl: fx().server.url,
+    })
+    assert.equal(bad.code, 3, describeRun(bad))
+    assert.match(bad.stderr, /occurred_at/)
+    assert.deepEqual(await eventsOf('at-bad'), [])
+    const help = await deploy(t, { args: ['--help'], key: fx().key, serverUrl: null })
+    assert.match(help.stdout, /--at TIME/)
+    assert.match(help.stdout, /--commit-time TIME/)
+  },
+)
+
 // ---------------------------------------------------------------------------------------------
 // Usage errors: exit 2, a hint, and nothing sent.
 

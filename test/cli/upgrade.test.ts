@@ -80,7 +80,8 @@ test('a database at the first schema, filled in its shape, upgrades to the lates
             source,
             api_key_id: apiKey.id,
             api_key_name: 'old-ci',
-            received_at: now - 86_400_000 + minute++ * 60_000,
+            received_at: now - 86_400_000 + minute * 60_000,
+            occurred_at: now - 86_400_000 + minute++ * 60_000,
           })
           .execute()
       }
@@ -98,7 +99,8 @@ test('a database at the first schema, filled in its shape, upgrades to the lates
           source: 'deploy',
           api_key_id: apiKey.id,
           api_key_name: 'old-ci',
-          received_at: now - 3_600_000 + minute++ * 60_000,
+          received_at: now - 3_600_000 + minute * 60_000,
+          occurred_at: now - 3_600_000 + minute++ * 60_000,
         })
         .execute()
     }

@@ -23,6 +23,7 @@ function done(service: string, environment: string, version: string, finishEvent
     rolledBack: false,
     deployer: null,
     apiKeyName: 'ci',
+    commitTime: null,
     eventIds: [id],
   }
 }

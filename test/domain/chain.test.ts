@@ -62,6 +62,7 @@ async function addEvent(
       api_key_id: null,
       api_key_name: null,
       received_at: receivedAt,
+      occurred_at: receivedAt,
     })
     .returning('id')
     .executeTakeFirstOrThrow()
@@ -87,8 +88,9 @@ async function addAudit(database: Database, accountId: number, target: string): 
 /** Raw SQL inserting an event with a chosen id, as someone with database access could. */
 async function insertEventWithId(database: Database, id: number, accountId: number): Promise<void> {
   const overriding = database.dialect === 'postgres' ? sql`overriding system value` : sql``
-  await sql`insert into events (id, account_id, service, environment, version, status, source, received_at)
-    ${overriding} values (${id}, ${accountId}, 'api', 'prod', 'forged', 'Deployed', 'deploy', ${Date.now()})`.execute(
+  const now = Date.now()
+  await sql`insert into events (id, account_id, service, environment, version, status, source, received_at, occurred_at)
+    ${overriding} values (${id}, ${accountId}, 'api', 'prod', 'forged', 'Deployed', 'deploy', ${now}, ${now})`.execute(
     database.db,
   )
 }
@@ -359,6 +361,7 @@ async function heldInsert(url: string, accountId: number): Promise<{ id: number;
         api_key_id: null,
         api_key_name: null,
         received_at: Date.now(),
+        occurred_at: Date.now(),
       })
       .returning('id')
       .executeTakeFirstOrThrow()
@@ -423,6 +426,7 @@ test('a gap left by a rolled-back insert is passed once its transaction has ende
           api_key_id: null,
           api_key_name: null,
           received_at: Date.now(),
+          occurred_at: Date.now(),
         })
         .execute()
       throw new Error('roll back')

@@ -24,7 +24,8 @@ function history(rows: [string, string, string, EventStatus, number][]): Deploym
     environment,
     version,
     status,
-    receivedAt: T0 + minute * MIN,
+    occurredAt: T0 + minute * MIN,
+    commitTime: null,
     deployer: `dev${i + 1}`,
     apiKeyName: 'ci',
   }))
@@ -249,7 +250,9 @@ test('an end received before its start (clocks of two instances disagree) has no
   )
   assert.deepEqual(m.timeToRestore.unrestored, [], 'it was restored all the same')
   assert.equal(m.timeToRestore.spread, null)
-  assert.deepEqual(m.leadTime.values, [{ deploymentId: 5, valueMs: 20 * MIN, relatedId: 3 }])
+  assert.deepEqual(m.leadTime.values, [
+    { deploymentId: 5, valueMs: 20 * MIN, relatedId: 3, from: 'first_deployment' },
+  ])
   assert.deepEqual(
     m.leadTime.skewed.map((d) => d.id),
     [1, 7],

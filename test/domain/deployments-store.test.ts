@@ -65,6 +65,7 @@ async function insertEvents(
       deployer: `d${i % 3}`,
       api_key_name: 'ci',
       received_at: at + i * 1000,
+      occurred_at: at + i * 1000,
     }
     const id = ids?.[i]
     if (id === undefined) {
@@ -76,9 +77,9 @@ async function insertEvents(
         .execute()
     } else {
       // An id chosen by the test, as a transaction that was handed it earlier would commit it.
-      await sql`insert into events (id, account_id, service, environment, version, status, source, deployer, api_key_name, received_at)
+      await sql`insert into events (id, account_id, service, environment, version, status, source, deployer, api_key_name, received_at, occurred_at)
         overriding system value values (${id}, ${row.account_id}, ${row.service}, ${row.environment}, ${row.version},
-        ${row.status}, ${row.source}, ${row.deployer}, ${row.api_key_name}, ${row.received_at})`.execute(
+        ${row.status}, ${row.source}, ${row.deployer}, ${row.api_key_name}, ${row.received_at}, ${row.occurred_at})`.execute(
         database.db,
       )
     }

@@ -40,6 +40,7 @@ async function deployOnce(database: Database, accountId: number, version: string
         api_key_id: null,
         api_key_name: null,
         received_at: Date.now(),
+        occurred_at: Date.now(),
       })
       .execute()
   }

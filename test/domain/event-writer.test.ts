@@ -36,6 +36,8 @@ function pending(accountId: number, apiKeyId: number, version: string): PendingE
       commit: null,
       description: null,
       deployer: null,
+      occurredAt: null,
+      commitTime: null,
     },
     idempotencyKey: null,
     receivedAt: Date.now(),
@@ -89,6 +91,8 @@ for (const target of TARGETS) {
         commit: 'abc123',
         description: 'first "try"',
         deployer: 'ada',
+        occurredAt: null,
+        commitTime: null,
       },
       idempotencyKey: 'same',
     }

@@ -35,6 +35,7 @@ function finished(id: number, iso: string, extra: Partial<Deployment> = {}): Dep
     rolledBack: false,
     deployer: null,
     apiKeyName: null,
+    commitTime: null,
     eventIds: [id],
     ...extra,
   }

@@ -154,7 +154,8 @@ test('the binary-COPY checksum of a PostgreSQL table equals the plain one, whate
               source: 'deploy',
               api_key_id: null,
               api_key_name: null,
-              received_at: 1_700_000_000_000 + n++,
+              received_at: 1_700_000_000_000 + n,
+              occurred_at: 1_700_000_000_000 + n++,
             })
             .execute()
         }

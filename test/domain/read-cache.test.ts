@@ -148,6 +148,7 @@ test('remembered board and metrics equal the plain queries through any history (
                   api_key_name: 'ci',
                   deployer: e.minute % 3 === 0 ? null : `dev ${e.minute % 5} <x>`,
                   received_at: receivedAt,
+                  occurred_at: receivedAt,
                 }
               }),
             )
@@ -180,6 +181,7 @@ test('the generation moves with every derivation, so a read after it is never th
         source: 'deploy',
         api_key_name: 'ci',
         received_at: receivedAt,
+        occurred_at: receivedAt,
       })
       .execute()
   await insert('1.0', 'Deployed', Date.UTC(2026, 0, 1))

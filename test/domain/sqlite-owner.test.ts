@@ -36,6 +36,8 @@ function pending(tenant: Tenant, version: string, status: PendingEvent['input'][
       commit: null,
       description: null,
       deployer: null,
+      occurredAt: null,
+      commitTime: null,
     },
     idempotencyKey: null,
     receivedAt: Date.now(),

@@ -118,6 +118,8 @@ async function setUp(t: TestContext) {
       commit: null,
       description: null,
       deployer: null,
+      occurredAt: null,
+      commitTime: null,
     },
     idempotencyKey: null,
     receivedAt: Date.now(),

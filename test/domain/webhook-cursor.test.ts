@@ -70,6 +70,7 @@ async function events(
         api_key_id: null,
         api_key_name: 'ci',
         received_at: Date.now(),
+        occurred_at: Date.now(),
       })
       .returning('id')
       .executeTakeFirstOrThrow()
@@ -267,9 +268,9 @@ test('a gap is not skipped: the cursor waits below an id that commits late', asy
   assert.ok(first !== undefined)
   // Id first+1 is handed to a transaction that commits only after first+2 was derived.
   const insert = async (id: number) =>
-    sql`insert into events (id, account_id, service, environment, version, status, source, api_key_name, received_at)
+    sql`insert into events (id, account_id, service, environment, version, status, source, api_key_name, received_at, occurred_at)
       ${sql.raw(ctx.database.dialect === 'postgres' ? 'overriding system value' : '')}
-      values (${id}, ${ctx.tenant.account.id}, 'api', 'prod', ${`late${id}`}, 'Deployed', 'deploy', 'ci', ${Date.now()})`.execute(
+      values (${id}, ${ctx.tenant.account.id}, 'api', 'prod', ${`late${id}`}, 'Deployed', 'deploy', 'ci', ${Date.now()}, ${Date.now()})`.execute(
       ctx.database.db,
     )
   await insert(first + 2)

@@ -129,6 +129,7 @@ function deployment(id: number, eventIds: number[], result: 'succeeded' | 'faile
     rolled_back: 0,
     deployer: null,
     api_key_name: null,
+    commit_time: null,
     event_ids: eventIds.join(','),
   }
 }

@@ -329,6 +329,7 @@ export async function insertEvents(
       api_key_id: null,
       api_key_name: s.api_key_name === undefined ? 'ci' : s.api_key_name,
       received_at: s.received_at ?? SEED_EPOCH + (start + j) * 60_000,
+      occurred_at: s.received_at ?? SEED_EPOCH + (start + j) * 60_000,
     }))
     const rows = await database.db.insertInto('events').values(values).returning('id').execute()
     ids.push(...rows.map((r) => r.id).sort((a, b) => a - b))

@@ -431,6 +431,8 @@ test("property: the module's own plain encoder (csvCell, the header, eventToCsvL
         api_key_id: null,
         api_key_name: seed.api_key_name ?? null,
         received_at: seed.received_at ?? 0,
+        occurred_at: seed.received_at ?? 0,
+        commit_time: null,
       }
       assert.equal(eventToCsvLine(row), specCsv([row]).slice(CSV_HEADER.length))
       assert.equal(eventToJson(row), JSON.stringify(specRecord(row)))

@@ -6,7 +6,11 @@
 //   link(n)   = SHA-256(link(n-1) || digest(n) || field(account_id) || field(time))
 //               (links and digests as 32 raw bytes; n = each chained row, in id order)
 //   canonical(row) = field(column 1) || field(column 2) || …        every column, in STREAMS order
-// The row's account and time (events: received_at; audit entries: at) are in canonical(row) and
+//                    [ || field(tail 1) || field(tail 2) … ]        events only, when the tail applies
+// An event's own times (occurred_at, commit_time; SPEC §1.2) came later: they are its tail, written
+// only when occurred_at differs from received_at or commit_time is set. Every event stored before
+// them has occurred_at = received_at and no commit_time, so its bytes, and the chain, are unchanged.
+// The row's account and time (events: occurred_at; audit entries: at) are in canonical(row) and
 // again in the link, because the link row keeps them with the digest: when retention has deleted
 // the row, its link can still be recomputed, so the time that makes it count as pruned is proven
 // too (rewriting it to pass a deleted row off as pruned breaks the chain there).
@@ -29,8 +33,13 @@ export interface StreamSpec {
   readonly table: 'events' | 'audit_entries'
   /** Every column, in the order the canonical bytes list them: a new column is a new version. */
   readonly columns: readonly string[]
-  /** The row's time, kept in the link so verify can tell a pruned row (events: received_at). */
+  /**
+   * The row's time, kept in the link so verify can tell a pruned row (events: occurred_at, which
+   * retention goes by; equal to received_at for every event stored before it existed).
+   */
   readonly timeColumn: string
+  /** Columns added after the stream's first version, written after `columns` only when `applies`. */
+  readonly tail?: { readonly columns: readonly string[]; readonly applies: (row: ChainRow) => boolean }
   /** How verify names a row of it: "event 12", "audit entry 3". */
   readonly noun: string
 }
@@ -59,7 +68,8 @@ export const STREAMS: readonly StreamSpec[] = [
       'api_key_name',
       'received_at',
     ],
-    timeColumn: 'received_at',
+    tail: { columns: ['occurred_at', 'commit_time'], applies: hasOwnTimes },
+    timeColumn: 'occurred_at',
     noun: 'event',
   },
   {
@@ -81,6 +91,13 @@ export const STREAMS: readonly StreamSpec[] = [
     noun: 'audit entry',
   },
 ]
+
+/** Whether an event carries times of its own: an occurred_at other than its arrival, or a commit time. */
+function hasOwnTimes(row: ChainRow): boolean {
+  const { commit_time: commit, occurred_at: occurred } = row
+  if (commit !== null && commit !== undefined) return true
+  return occurred !== null && occurred !== undefined && Number(occurred) !== Number(row.received_at)
+}
 
 export function streamSpec(name: StreamName): StreamSpec {
   const spec = STREAMS.find((s) => s.name === name)
@@ -124,7 +141,8 @@ function encode(value: unknown): Buffer {
 
 /** The canonical bytes of one row of the stream. */
 export function canonicalBytes(spec: StreamSpec, row: ChainRow): Buffer {
-  return Buffer.concat(spec.columns.map((column) => encode(row[column])))
+  const columns = spec.tail?.applies(row) ? [...spec.columns, ...spec.tail.columns] : spec.columns
+  return Buffer.concat(columns.map((column) => encode(row[column])))
 }
 
 /** The first link of a stream, before any row. */
@@ -173,6 +191,7 @@ function put(at: number, value: unknown): number {
 export function rowDigest(spec: StreamSpec, row: ChainRow): string {
   let at = 0
   for (const column of spec.columns) at = put(at, row[column])
+  if (spec.tail?.applies(row)) for (const column of spec.tail.columns) at = put(at, row[column])
   return hash('sha256', scratch.subarray(0, at), 'hex')
 }
 
@@ -207,5 +226,5 @@ function integerOrNull(value: unknown): number | null {
 
 /** The column list for a select of the stream's rows. */
 export function columnList(spec: StreamSpec): string {
-  return spec.columns.join(', ')
+  return [...spec.columns, ...(spec.tail?.columns ?? [])].join(', ')
 }

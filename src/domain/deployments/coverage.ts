@@ -1,7 +1,7 @@
 // Which part of a metrics window the account's data covers (issue 28, point 11): a 30-day window
 // on the first day of use, or with retention keeping 3 days, holds a day or three of history, and
 // dividing what it counted by 30 would understate deployment frequency thirtyfold. The data starts
-// at the account's earliest kept event, or at the retention cut-off when that is later (retention
+// at the account's earliest kept event (by its own time, occurred_at), or at the retention cut-off when that is later (retention
 // keeps a few older rows, the running deployment of each cell); it ends now.
 import type { Kysely } from 'kysely'
 import type { DB } from '../../db/schema.js'
@@ -28,9 +28,9 @@ export async function dataStart(db: Kysely<DB>, accountId: number, now: number):
   const [first, account] = await Promise.all([
     db
       .selectFrom('events')
-      .select('received_at')
+      .select('occurred_at')
       .where('account_id', '=', accountId)
-      .orderBy('received_at')
+      .orderBy('occurred_at')
       .limit(1)
       .executeTakeFirst(),
     db.selectFrom('accounts').select('retention_days').where('id', '=', accountId).executeTakeFirst(),
@@ -39,7 +39,7 @@ export async function dataStart(db: Kysely<DB>, accountId: number, now: number):
   const days =
     account?.retention_days === null || account === undefined ? null : Number(account.retention_days)
   const cutoff = days === null ? Number.NEGATIVE_INFINITY : now - days * DAY_MS
-  return Math.max(Number(first.received_at), cutoff)
+  return Math.max(Number(first.occurred_at), cutoff)
 }
 
 /** The coverage of a window split into `days`, given where the data starts, at `now`. */

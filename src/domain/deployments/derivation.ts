@@ -40,13 +40,14 @@ export interface EventColumns {
   environment: string
   version: string
   status: EventStatus
-  received_at: number
+  occurred_at: number
+  commit_time: number | null
   deployer: string | null
   api_key_name: string | null
 }
 
 export const EVENT_COLUMN_LIST =
-  'id, account_id, service, environment, version, status, received_at, deployer, api_key_name'
+  'id, account_id, service, environment, version, status, occurred_at, commit_time, deployer, api_key_name'
 
 export function toStoredEvent(row: EventColumns): StoredEvent {
   return {
@@ -56,7 +57,8 @@ export function toStoredEvent(row: EventColumns): StoredEvent {
     environment: row.environment,
     version: row.version,
     status: row.status,
-    receivedAt: Number(row.received_at),
+    occurredAt: Number(row.occurred_at),
+    commitTime: row.commit_time === null ? null : Number(row.commit_time),
     deployer: row.deployer,
     apiKeyName: row.api_key_name,
   }
@@ -77,6 +79,7 @@ export function rowToDeployment(row: DeploymentRow): Deployment {
     rolledBack: Number(row.rolled_back) === 1,
     deployer: row.deployer,
     apiKeyName: row.api_key_name,
+    commitTime: row.commit_time === null || row.commit_time === undefined ? null : Number(row.commit_time),
     eventIds: row.event_ids.split(',').map(Number),
   }
 }
@@ -97,6 +100,7 @@ export function deploymentToRow(accountId: number, d: Deployment): DeploymentRow
     rolled_back: d.rolledBack ? 1 : 0,
     deployer: d.deployer,
     api_key_name: d.apiKeyName,
+    commit_time: d.commitTime,
     event_ids: d.eventIds.join(','),
   }
 }

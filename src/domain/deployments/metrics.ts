@@ -26,7 +26,14 @@ export interface Measured {
   valueMs: number
   /** For time to restore: the deployment that restored; for lead time: the first deployment of the version. */
   relatedId: number | null
+  /**
+   * Lead time only: where it was measured from. `commit`: the commit time its events gave (DORA's
+   * definition); `first_deployment`: the start of the version's first deployment (without one).
+   */
+  from?: LeadTimeFrom
 }
+
+export type LeadTimeFrom = 'commit' | 'first_deployment'
 
 export interface Metrics {
   window: MetricsWindow
@@ -43,7 +50,13 @@ export interface Metrics {
    */
   timeToRestore: { values: Measured[]; unrestored: Deployment[]; skewed: Deployment[]; spread: Spread | null }
   duration: { values: Measured[]; skewed: Deployment[]; spread: Spread | null }
-  leadTime: { values: Measured[]; skewed: Deployment[]; spread: Spread | null }
+  leadTime: {
+    values: Measured[]
+    skewed: Deployment[]
+    spread: Spread | null
+    /** How many values were measured from each start (see Measured.from). */
+    from: Record<LeadTimeFrom, number>
+  }
 }
 
 /**
@@ -129,15 +142,38 @@ export function computeMetrics(
 
   const leadValues: Measured[] = []
   const leadSkewed: Deployment[] = []
+  const leadFrom: Record<LeadTimeFrom, number> = { commit: 0, first_deployment: 0 }
   for (const d of succeeded) {
+    if (d.finishedAt === null) continue
+    // DORA's lead time runs from the commit: when the events said when it was, from there.
+    if (d.commitTime !== null) {
+      if (d.finishedAt < d.commitTime) {
+        leadSkewed.push(d)
+        continue
+      }
+      leadValues.push({
+        deploymentId: d.id,
+        valueMs: d.finishedAt - d.commitTime,
+        relatedId: null,
+        from: 'commit',
+      })
+      leadFrom.commit++
+      continue
+    }
     const first = firstStarts.get(firstStartKey(d.service, d.version))
-    if (!first || d.finishedAt === null) continue
+    if (!first) continue
     // The first start of the version received "after" this success: the clocks disagree.
     if (d.finishedAt < first.startedAt) {
       leadSkewed.push(d)
       continue
     }
-    leadValues.push({ deploymentId: d.id, valueMs: d.finishedAt - first.startedAt, relatedId: first.id })
+    leadValues.push({
+      deploymentId: d.id,
+      valueMs: d.finishedAt - first.startedAt,
+      relatedId: first.id,
+      from: 'first_deployment',
+    })
+    leadFrom.first_deployment++
   }
 
   return {
@@ -159,7 +195,12 @@ export function computeMetrics(
       skewed: durationSkewed,
       spread: spreadOf(durationValues.map((v) => v.valueMs)),
     },
-    leadTime: { values: leadValues, skewed: leadSkewed, spread: spreadOf(leadValues.map((v) => v.valueMs)) },
+    leadTime: {
+      values: leadValues,
+      skewed: leadSkewed,
+      spread: spreadOf(leadValues.map((v) => v.valueMs)),
+      from: leadFrom,
+    },
   }
 }
 

@@ -32,6 +32,7 @@ const DEPLOYMENT_COLUMNS = [
   'rolled_back',
   'deployer',
   'api_key_name',
+  'commit_time',
   'event_ids',
 ] as const
 

@@ -10,7 +10,10 @@ export interface DeploymentEvent {
   environment: string
   version: string
   status: EventStatus
-  receivedAt: number
+  /** When it happened (occurred_at, SPEC §1.2): deployments' times are the events' own. */
+  occurredAt: number
+  /** When its change was committed (commit_time), or null. */
+  commitTime: number | null
   deployer: string | null
   apiKeyName: string | null
 }
@@ -38,6 +41,8 @@ export interface Deployment {
   /** Who sent it: the first of its events that names a deployer (and key). */
   deployer: string | null
   apiKeyName: string | null
+  /** The commit time the first of its events to carry one gave; lead time runs from it. */
+  commitTime: number | null
   eventIds: number[]
 }
 
@@ -87,7 +92,7 @@ export function applyEvent(state: GroupState, event: DeploymentEvent): Deploymen
   } else {
     deployment = newDeployment(event, true)
   }
-  deployment.finishedAt = event.receivedAt
+  deployment.finishedAt = event.occurredAt
   deployment.finishEventId = event.id
   deployment.result = event.status === 'Deployed' ? 'succeeded' : 'failed'
   const changed = [deployment]
@@ -121,7 +126,7 @@ function newDeployment(event: DeploymentEvent, instant: boolean): Deployment {
     service: event.service,
     environment: event.environment,
     version: event.version,
-    startedAt: event.receivedAt,
+    startedAt: event.occurredAt,
     finishedAt: null,
     result: null,
     instant,
@@ -130,6 +135,7 @@ function newDeployment(event: DeploymentEvent, instant: boolean): Deployment {
     rolledBack: false,
     deployer: event.deployer,
     apiKeyName: event.apiKeyName,
+    commitTime: event.commitTime,
     eventIds: [event.id],
   }
 }
@@ -137,6 +143,7 @@ function newDeployment(event: DeploymentEvent, instant: boolean): Deployment {
 function fillSender(deployment: Deployment, event: DeploymentEvent): void {
   deployment.deployer ??= event.deployer
   deployment.apiKeyName ??= event.apiKeyName
+  deployment.commitTime ??= event.commitTime
 }
 
 /**

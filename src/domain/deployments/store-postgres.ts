@@ -213,17 +213,17 @@ async function write(
   for (let i = 0; i < writes.deployments.length; i += ROWS_PER_STATEMENT) {
     const rows = writes.deployments.slice(i, i + ROWS_PER_STATEMENT)
     await sql`insert into deployments (id, account_id, service, environment, version, started_at, finished_at, result,
-        instant, finish_event_id, rollback, rolled_back, deployer, api_key_name, event_ids)
+        instant, finish_event_id, rollback, rolled_back, deployer, api_key_name, commit_time, event_ids)
       select * from unnest(${column(rows, 'id')}::bigint[], ${column(rows, 'account_id')}::bigint[],
         ${column(rows, 'service')}::text[], ${column(rows, 'environment')}::text[], ${column(rows, 'version')}::text[],
         ${column(rows, 'started_at')}::bigint[], ${column(rows, 'finished_at')}::bigint[], ${column(rows, 'result')}::text[],
         ${column(rows, 'instant')}::integer[], ${column(rows, 'finish_event_id')}::bigint[], ${column(rows, 'rollback')}::integer[],
         ${column(rows, 'rolled_back')}::integer[], ${column(rows, 'deployer')}::text[], ${column(rows, 'api_key_name')}::text[],
-        ${column(rows, 'event_ids')}::text[])
+        ${column(rows, 'commit_time')}::bigint[], ${column(rows, 'event_ids')}::text[])
       on conflict (id) do update set finished_at = excluded.finished_at, result = excluded.result,
         instant = excluded.instant, finish_event_id = excluded.finish_event_id, rollback = excluded.rollback,
         rolled_back = excluded.rolled_back, deployer = excluded.deployer, api_key_name = excluded.api_key_name,
-        event_ids = excluded.event_ids`.execute(trx)
+        commit_time = excluded.commit_time, event_ids = excluded.event_ids`.execute(trx)
   }
   const firsts = writes.firsts.filter((f) => !cache.knowsFirst(f))
   for (let i = 0; i < firsts.length; i += ROWS_PER_STATEMENT) {

@@ -24,8 +24,8 @@ import type { DerivationCache } from './state-cache.js'
  * each row is a StoredEvent as read, with no second object per event (a rebuild reads a million).
  */
 const STORED_EVENT_COLUMNS =
-  'id, account_id AS accountId, service, environment, version, status, received_at AS receivedAt, deployer, ' +
-  'api_key_name AS apiKeyName'
+  'id, account_id AS accountId, service, environment, version, status, occurred_at AS occurredAt, ' +
+  'commit_time AS commitTime, deployer, api_key_name AS apiKeyName'
 
 const SQL = {
   lock: 'UPDATE deployments_progress SET generation = generation + 1 WHERE id = 1 RETURNING generation',
@@ -45,23 +45,23 @@ const SQL = {
   deleteGroup: 'DELETE FROM deployments WHERE account_id = ? AND service = ? AND environment = ?',
   upsertDeployment:
     'INSERT INTO deployments (id, account_id, service, environment, version, started_at, finished_at, result, instant, ' +
-    'finish_event_id, rollback, rolled_back, deployer, api_key_name, event_ids) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ' +
+    'finish_event_id, rollback, rolled_back, deployer, api_key_name, commit_time, event_ids) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ' +
     'ON CONFLICT (id) DO UPDATE SET finished_at = excluded.finished_at, result = excluded.result, instant = excluded.instant, ' +
     'finish_event_id = excluded.finish_event_id, rollback = excluded.rollback, rolled_back = excluded.rolled_back, ' +
-    'deployer = excluded.deployer, api_key_name = excluded.api_key_name, event_ids = excluded.event_ids',
+    'deployer = excluded.deployer, api_key_name = excluded.api_key_name, commit_time = excluded.commit_time, event_ids = excluded.event_ids',
   // A deployment first seen in this run: nothing stored to conflict with.
   insertDeployment:
     'INSERT INTO deployments (id, account_id, service, environment, version, started_at, finished_at, result, instant, ' +
-    'finish_event_id, rollback, rolled_back, deployer, api_key_name, event_ids) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)',
+    'finish_event_id, rollback, rolled_back, deployer, api_key_name, commit_time, event_ids) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)',
   // A stored open deployment that this run closed: the finishing columns change, and with them the
   // entries of the indexes over them.
   closeDeployment:
     'UPDATE deployments SET finished_at = ?, result = ?, finish_event_id = ?, rollback = ?, rolled_back = ?, ' +
-    'deployer = ?, api_key_name = ?, event_ids = ? WHERE id = ?',
+    'deployer = ?, api_key_name = ?, commit_time = ?, event_ids = ? WHERE id = ?',
   // Any other change to a stored deployment (a retry folded into an open one, a finished one rolled
   // back) sets only columns no index covers, so SQLite rewrites the row alone.
   touchDeployment:
-    'UPDATE deployments SET rolled_back = ?, deployer = ?, api_key_name = ?, event_ids = ? WHERE id = ?',
+    'UPDATE deployments SET rolled_back = ?, deployer = ?, api_key_name = ?, commit_time = ?, event_ids = ? WHERE id = ?',
   upsertFirst:
     'INSERT INTO version_firsts (account_id, service, version, deployment_id, started_at) VALUES (?, ?, ?, ?, ?) ' +
     'ON CONFLICT (account_id, service, version) DO UPDATE SET deployment_id = excluded.deployment_id, ' +
@@ -196,6 +196,7 @@ function deriveBatch(
         d.rolled_back,
         d.deployer,
         d.api_key_name,
+        d.commit_time,
         d.event_ids,
       )
       continue
@@ -215,11 +216,12 @@ function deriveBatch(
           d.rolled_back,
           d.deployer,
           d.api_key_name,
+          d.commit_time,
           d.event_ids,
           d.id,
         )
       } else {
-        touch.run(d.rolled_back, d.deployer, d.api_key_name, d.event_ids, d.id)
+        touch.run(d.rolled_back, d.deployer, d.api_key_name, d.commit_time, d.event_ids, d.id)
       }
       continue
     }
@@ -238,6 +240,7 @@ function deriveBatch(
       d.rolled_back,
       d.deployer,
       d.api_key_name,
+      d.commit_time,
       d.event_ids,
     )
   }

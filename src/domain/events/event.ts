@@ -2,6 +2,7 @@
 import { type Static, Type } from 'typebox'
 import type { EventRow, EventStatus } from '../../db/schema.js'
 import { canonicalStatus, characterCount, STATUS_CHOICES, textProblem } from '../text-rules.js'
+import { checkEventTime, type EventTimeBounds } from './event-time.js'
 
 /** A validated event, ready to store. */
 export interface EventInput {
@@ -13,6 +14,10 @@ export interface EventInput {
   commit: string | null
   description: string | null
   deployer: string | null
+  /** When it happened (epoch ms), as the sender said; null: when it arrived (received_at). */
+  occurredAt: number | null
+  /** When the change was committed (epoch ms), for lead time; null when not sent. */
+  commitTime: number | null
 }
 
 export interface FieldError {
@@ -70,6 +75,8 @@ function own(fields: Record<string, unknown>, name: string): unknown {
 export function validateEventFields(
   fields: Record<string, unknown>,
   names: FieldNames,
+  now: number,
+  bounds: EventTimeBounds,
 ): Validation<EventInput> {
   const errors: FieldError[] = []
   const take = (field: string, limit: number, required: boolean): string | null => {
@@ -99,11 +106,34 @@ export function validateEventFields(
   const commit = take('commit', LIMITS.commit, false)
   const description = take('description', LIMITS.description, false)
   const deployer = take('deployer', LIMITS.deployer, false)
+  const time = (field: string): number | null => {
+    const raw = own(fields, field)
+    if (raw === undefined) return null
+    const result = checkEventTime(raw, now, bounds)
+    if (result.error) errors.push({ field, message: `${field} ${result.error}` })
+    return result.value
+  }
+  const occurredAt = time('occurred_at')
+  const commitTime = time('commit_time')
 
   if (errors.length > 0 || service === null || environment === null || version === null || !status) {
     return { ok: false, errors }
   }
-  return { ok: true, value: { service, environment, version, status, url, commit, description, deployer } }
+  return {
+    ok: true,
+    value: {
+      service,
+      environment,
+      version,
+      status,
+      url,
+      commit,
+      description,
+      deployer,
+      occurredAt,
+      commitTime,
+    },
+  }
 }
 
 function isWebUrl(value: string): boolean {
@@ -118,8 +148,8 @@ function isWebUrl(value: string): boolean {
 const NullableString = Type.Union([Type.String(), Type.Null()])
 
 /**
- * The public shape of a stored event, defined once: the 201 answer of every ingest form, the read
- * API's events, one JSON export record, and (its keys in order) the CSV export's columns.
+ * The exported shape of a stored event (SPEC §3.1, fixed): one JSON export record, and (its keys in
+ * order) the CSV export's columns. The API's shape (ApiEventSchema) adds the event's own times.
  */
 export const PublicEventSchema = Type.Object({
   id: Type.Integer({ minimum: 1, examples: [123] }),
@@ -138,6 +168,38 @@ export const PublicEventSchema = Type.Object({
 
 export type PublicEvent = Static<typeof PublicEventSchema>
 
+const Instant = Type.String({ format: 'date-time', examples: ['2026-11-21T22:40:00.123Z'] })
+
+/**
+ * The shape of a stored event as the API answers it, defined once: the 201 answer of every ingest
+ * form, the read API's events and the live stream. The export's keys plus `occurred_at` (when it
+ * happened; received_at when the sender gave none) and `commit_time` (null when not sent).
+ */
+export const ApiEventSchema = Type.Object({
+  id: PublicEventSchema.properties.id,
+  received_at: PublicEventSchema.properties.received_at,
+  occurred_at: Type.String({
+    format: 'date-time',
+    description: 'When it happened, as the sender said (`occurred_at`); `received_at` when it gave none.',
+    examples: ['2026-11-21T22:39:58.000Z'],
+  }),
+  service: PublicEventSchema.properties.service,
+  environment: PublicEventSchema.properties.environment,
+  version: PublicEventSchema.properties.version,
+  status: PublicEventSchema.properties.status,
+  url: NullableString,
+  commit: NullableString,
+  commit_time: Type.Union([Instant, Type.Null()], {
+    description: 'When the change was committed, as the sender said; null when it gave none.',
+  }),
+  description: NullableString,
+  deployer: NullableString,
+  source: PublicEventSchema.properties.source,
+  api_key_name: NullableString,
+})
+
+export type ApiEvent = Static<typeof ApiEventSchema>
+
 /** Column order of the CSV header and key order of each JSON object (SPEC §3.1). */
 export const EXPORT_COLUMNS = Object.keys(PublicEventSchema.properties) as readonly (keyof PublicEvent)[]
 
@@ -151,6 +213,25 @@ export function toPublicEvent(row: EventRow): PublicEvent {
     status: row.status,
     url: row.url,
     commit: row.commit_sha,
+    description: row.description,
+    deployer: row.deployer,
+    source: row.source,
+    api_key_name: row.api_key_name,
+  }
+}
+
+export function toApiEvent(row: EventRow): ApiEvent {
+  return {
+    id: row.id,
+    received_at: new Date(row.received_at).toISOString(),
+    occurred_at: new Date(row.occurred_at).toISOString(),
+    service: row.service,
+    environment: row.environment,
+    version: row.version,
+    status: row.status,
+    url: row.url,
+    commit: row.commit_sha,
+    commit_time: row.commit_time === null ? null : new Date(row.commit_time).toISOString(),
     description: row.description,
     deployer: row.deployer,
     source: row.source,

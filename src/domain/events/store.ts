@@ -14,8 +14,9 @@ export const IDEMPOTENCY_WINDOW_MS = 24 * 60 * 60 * 1000
 /** One accepted request waiting to be stored. */
 export interface PendingEvent {
   accountId: number
-  apiKeyId: number
-  apiKeyName: string
+  /** Null for events `shiplog import` stored (no key sent them). */
+  apiKeyId: number | null
+  apiKeyName: string | null
   source: EventSource
   input: EventInput
   idempotencyKey: string | null
@@ -34,8 +35,8 @@ export interface RecordOutcome {
 }
 
 /**
- * Whether a request repeats a stored event: the validated event fields, which are what a caller
- * means by "the same event". The request form (source), the key and the arrival time are left
+ * Whether a request repeats a stored event: the validated event fields and the times the caller
+ * gave, which are what a caller means by "the same event". The request form (source), the key and the arrival time are left
  * out: a pipeline that retries through another form still sends the same event.
  */
 export function sameEventValues(stored: EventRow, input: EventInput): boolean {
@@ -47,7 +48,10 @@ export function sameEventValues(stored: EventRow, input: EventInput): boolean {
     stored.url === input.url &&
     stored.commit_sha === input.commit &&
     stored.description === input.description &&
-    stored.deployer === input.deployer
+    stored.deployer === input.deployer &&
+    // No time sent: the stored one must have been its own arrival too (none sent then either).
+    Number(stored.occurred_at) === (input.occurredAt ?? Number(stored.received_at)) &&
+    (stored.commit_time === null ? null : Number(stored.commit_time)) === input.commitTime
   )
 }
 
@@ -83,6 +87,8 @@ const COLUMNS = [
   'api_key_id',
   'api_key_name',
   'received_at',
+  'occurred_at',
+  'commit_time',
 ] as const
 
 type ColumnValue = string | number | null
@@ -105,6 +111,8 @@ function storedRow(item: PendingEvent, id: number): EventRow {
     api_key_id: item.apiKeyId,
     api_key_name: item.apiKeyName,
     received_at: item.receivedAt,
+    occurred_at: input.occurredAt ?? item.receivedAt,
+    commit_time: input.commitTime,
   }
 }
 
@@ -140,6 +148,8 @@ function columnValues(item: PendingEvent): ColumnValue[] {
     item.apiKeyId,
     item.apiKeyName,
     item.receivedAt,
+    input.occurredAt ?? item.receivedAt,
+    input.commitTime,
   ]
 }
 
@@ -211,6 +221,8 @@ const PG_ARRAY_TYPES: Record<(typeof COLUMNS)[number], string> = {
   api_key_id: 'bigint[]',
   api_key_name: 'text[]',
   received_at: 'bigint[]',
+  occurred_at: 'bigint[]',
+  commit_time: 'bigint[]',
 }
 
 /**

@@ -74,8 +74,8 @@ interface Candidate {
  * synchronously on SQLite (nothing else may use the connection inside a transaction there) and
  * over one pooled connection on PostgreSQL.
  *
- * The rule: a deployment is pruned, with all its events, when every one of its events arrived
- * before the cut-off, unless it is its service and environment's running deployment or latest
+ * The rule: a deployment is pruned, with all its events, when every one of its events happened
+ * (occurred_at, SPEC §1.2) before the cut-off, unless it is its service and environment's running deployment or latest
  * one (so the board still shows what runs now and what happened last). Deliveries of webhooks
  * for pruned events go with them; idempotency keys go by their foreign key; the first
  * deployment of a version (lead time) moves to the earliest one kept.
@@ -86,6 +86,7 @@ function* pruneBatch(
   cutoff: number,
   after: number,
   batchEvents: number,
+  newestBefore: number,
 ): Generator<Step, { counts: PruneCounts; cursor: number; done: boolean }, Rows> {
   const inList = dialect === 'sqlite' ? 'IN (SELECT value FROM json_each(?))' : '= ANY(?::bigint[])'
   // Taking the derivation's lock row: derivation waits, and its per-process memory of the groups
@@ -96,13 +97,7 @@ function* pruneBatch(
   }
   const through = Number(lock?.through ?? 0)
   // Deployment ids are event ids: none that started before the cut-off has an id above this.
-  const [bound] = yield {
-    // The newest event before the cut-off, by an index seek (max(id) would walk every older one).
-    // Ids follow arrival to within a commit, and the next run's cut-off is later anyway.
-    sql: 'SELECT id FROM events WHERE account_id = ? AND received_at < ? ORDER BY received_at DESC, id DESC LIMIT 1',
-    params: [accountId, cutoff],
-  }
-  const last = Math.min(Number(bound?.id ?? 0), through)
+  const last = Math.min(newestBefore, through)
   const empty = { events: 0, deployments: 0, deliveries: 0 }
   if (last <= after) return { counts: empty, cursor: after, done: true }
   const candidates = (yield {
@@ -124,10 +119,10 @@ function* pruneBatch(
   const eventIdsOf = new Map(candidates.map((c) => [Number(c.id), c.event_ids.split(',').map(Number)]))
   const times = new Map<number, number>()
   for (const row of yield {
-    sql: `SELECT id, received_at FROM events WHERE id ${inList}`,
+    sql: `SELECT id, occurred_at FROM events WHERE id ${inList}`,
     params: [[...eventIdsOf.values()].flat()],
   }) {
-    times.set(Number(row.id), Number(row.received_at))
+    times.set(Number(row.id), Number(row.occurred_at))
   }
   const deployments: number[] = []
   const events: number[] = []
@@ -266,6 +261,7 @@ export async function pruneAccount(
   options: PruneOptions = {},
 ): Promise<PruneCounts> {
   const total: PruneCounts = { events: 0, deployments: 0, deliveries: 0 }
+  const newestBefore = await newestIdBefore(database, accountId, cutoff)
   let cursor = 0
   for (;;) {
     const started = performance.now()
@@ -275,6 +271,7 @@ export async function pruneAccount(
       cutoff,
       cursor,
       options.batchEvents ?? PRUNE_BATCH_EVENTS,
+      newestBefore,
     )
     const result =
       database.dialect === 'sqlite' ? await runSqlite(database, steps) : await runPostgres(database, steps)
@@ -287,6 +284,22 @@ export async function pruneAccount(
     const pause = options.pauseMs ?? Math.max(PAUSE_MS, 2 * (performance.now() - started))
     await new Promise((resolve) => setTimeout(resolve, pause))
   }
+}
+
+/**
+ * The highest event id that happened before the cut-off: no deployment past it can be pruned. Since
+ * events may carry their own time (a backfill arrives after newer ones), ids do not follow
+ * occurred_at, so this is a max over the index on (account_id, occurred_at, id): it reads the
+ * events older than the cut-off, which are what this run deletes (and the few it keeps), once a run.
+ */
+async function newestIdBefore(database: Database, accountId: number, cutoff: number): Promise<number> {
+  const row = await database.db
+    .selectFrom('events')
+    .select((eb) => eb.fn.max('id').as('id'))
+    .where('account_id', '=', accountId)
+    .where('occurred_at', '<', cutoff)
+    .executeTakeFirst()
+  return Number(row?.id ?? 0)
 }
 
 export interface RetentionRun extends PruneCounts {

@@ -4,7 +4,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { type Static, Type } from 'typebox'
 import { boardCells } from '../../domain/deployments/queries.js'
 import { environmentsInOrder, stallMsOf } from '../../domain/deployments/read-queries.js'
-import { PublicEventSchema, toPublicEvent } from '../../domain/events/event.js'
+import { ApiEventSchema, toApiEvent } from '../../domain/events/event.js'
 import { byName, listEventPage } from '../../domain/events/queries.js'
 import { methodNotAllowed } from '../problem.js'
 import { readBodyOfAnyType } from './ingest.js'
@@ -71,7 +71,7 @@ const GetLogsQuery = Type.Object(
 const GetLogsAnswer = Type.Object({
   app: Type.String(),
   env: Type.String(),
-  logs: Type.Array(PublicEventSchema, { description: 'Newest first.' }),
+  logs: Type.Array(ApiEventSchema, { description: 'Newest first.' }),
   next_cursor: Type.Union([Type.String(), Type.Null()]),
 })
 const GetLogsBody = Type.Object(
@@ -161,7 +161,7 @@ export async function getRoutes(app: FastifyInstance, options: ReadOptions): Pro
         limit,
       )
       const next = page.olderCursor === null ? null : cursors.encode('get-logs', page.olderCursor)
-      return { app: appName, env, logs: page.rows.map(toPublicEvent), next_cursor: next }
+      return { app: appName, env, logs: page.rows.map(toApiEvent), next_cursor: next }
     }
 
     const getSchema = {

@@ -4,14 +4,15 @@ import { Type } from 'typebox'
 import type { EventSource } from '../../db/schema.js'
 import type { OutageLog } from '../../domain/database-errors.js'
 import {
+  ApiEventSchema,
   DEPLOY_NAMES,
   type FieldError,
   type FieldNames,
   LEGACY_NAMES,
-  PublicEventSchema,
-  toPublicEvent,
+  toApiEvent,
   validateEventFields,
 } from '../../domain/events/event.js'
+import { boundsOfDays, DEFAULT_MAX_EVENT_AGE_DAYS } from '../../domain/events/event-time.js'
 import { IDEMPOTENCY_WINDOW_MS } from '../../domain/events/store.js'
 import type { EventWriter } from '../../domain/events/writer.js'
 import type { ApiKeyVerifier, KeyUsageRecorder, VerifiedKey } from '../../domain/keys.js'
@@ -41,10 +42,12 @@ export interface IngestOptions {
   usage: KeyUsageRecorder
   rateLimitPerMinute: number
   rateLimitStore: RateLimitStore
+  /** How far into the past occurred_at and commit_time may lie (SHIPLOG_MAX_EVENT_AGE_DAYS). */
+  maxEventAgeDays?: number
 }
 
 /** The stored event, as every form answers it. */
-const EventResponse = PublicEventSchema
+const EventResponse = ApiEventSchema
 
 const ProblemResponse = Type.Object(
   {
@@ -211,6 +214,7 @@ function idempotencyKey(request: FastifyRequest): { value: string | null } | { e
 
 export const ingestRoutes: FastifyPluginAsync<IngestOptions> = async (app, options) => {
   const { writer, verifier, usage } = options
+  const timeBounds = boundsOfDays(options.maxEventAgeDays ?? DEFAULT_MAX_EVENT_AGE_DAYS)
 
   // Wrong methods are answered before any key is checked.
   methodNotAllowed(app, '/put', ['GET', 'POST'])
@@ -249,11 +253,11 @@ export const ingestRoutes: FastifyPluginAsync<IngestOptions> = async (app, optio
         if (!key) throw problems.invalidKey()
         // Every problem in one answer: the fields' and the Idempotency-Key header's.
         const idem = idempotencyKey(request)
-        const result = validateEventFields(pick(request), names)
+        const receivedAt = Date.now()
+        const result = validateEventFields(pick(request), names, receivedAt, timeBounds)
         const errors = [...(result.ok ? [] : result.errors), ...('errors' in idem ? idem.errors : [])]
         if (!result.ok || 'errors' in idem) throw problems.invalidFields(errors)
         const idemKey = idem.value
-        const receivedAt = Date.now()
         const outcome = await writer.record({
           accountId: key.accountId,
           apiKeyId: key.id,
@@ -276,7 +280,7 @@ export const ingestRoutes: FastifyPluginAsync<IngestOptions> = async (app, optio
           )
         }
         if (outcome.kind === 'replayed') reply.header('idempotent-replayed', 'true')
-        return reply.code(outcome.kind === 'replayed' ? 200 : 201).send(toPublicEvent(outcome.event))
+        return reply.code(outcome.kind === 'replayed' ? 200 : 201).send(toApiEvent(outcome.event))
       }
 
     const queryFields = (request: FastifyRequest) => {

@@ -6,7 +6,7 @@ import swagger from '@fastify/swagger'
 import swaggerUi from '@fastify/swagger-ui'
 import type { FastifyInstance, RouteOptions } from 'fastify'
 import { Type } from 'typebox'
-import { PublicEventSchema } from '../../domain/events/event.js'
+import { ApiEventSchema } from '../../domain/events/event.js'
 import { PUBLIC_DIR } from '../../paths.js'
 import { methodNotAllowed } from '../problem.js'
 import { BODY_OPTIONAL, finishDocument } from './openapi-document.js'
@@ -27,6 +27,19 @@ const extras = {
   commit: Type.Optional(Type.String({ maxLength: 200, examples: ['4d0r98wa'] })),
   description: Type.Optional(Type.String({ maxLength: 500 })),
   deployer: Type.Optional(Type.String({ maxLength: 200, examples: ['alice'] })),
+  occurred_at: Type.Optional(
+    Type.String({
+      description:
+        'When it happened: ISO 8601 with a zone, or a date-time without one read as UTC. At most 5 minutes in the future and SHIPLOG_MAX_EVENT_AGE_DAYS (default 3650) in the past. Default: when it arrives.',
+      examples: ['2026-11-21T22:40:00Z'],
+    }),
+  ),
+  commit_time: Type.Optional(
+    Type.String({
+      description: 'When the change was committed (same grammar and bounds): lead time runs from it (DORA).',
+      examples: ['2026-11-21T18:02:11+01:00'],
+    }),
+  ),
 }
 const status = Type.String({
   enum: ['Deploying', 'Deployed', 'Failed'],
@@ -65,9 +78,9 @@ const IdempotencyHeaders = Type.Object({
 })
 const INGEST_PROBLEMS = problemResponses(400, 401, 403, 405, 413, 422, 429, 503)
 const ingestResponses = {
-  201: { ...PublicEventSchema, description: 'The stored event.' },
+  201: { ...ApiEventSchema, description: 'The stored event.' },
   200: {
-    ...PublicEventSchema,
+    ...ApiEventSchema,
     description: 'A retry with the same Idempotency-Key: the event stored the first time.',
   },
   ...INGEST_PROBLEMS,

@@ -14,7 +14,7 @@ import {
   durationMs,
   outcomeAt,
 } from '../../domain/deployments/rules.js'
-import { PublicEventSchema, toPublicEvent } from '../../domain/events/event.js'
+import { ApiEventSchema, toApiEvent } from '../../domain/events/event.js'
 import { byName, type EventFilter, listEventPage } from '../../domain/events/queries.js'
 import { EVENT_STATUSES } from '../../domain/text-rules.js'
 import { HttpProblem, methodNotAllowed } from '../problem.js'
@@ -91,7 +91,7 @@ const EventsQuery = Type.Object(
   { additionalProperties: true },
 )
 
-const EventsAnswer = Type.Object({ events: Type.Array(PublicEventSchema), next_cursor: NextCursor })
+const EventsAnswer = Type.Object({ events: Type.Array(ApiEventSchema), next_cursor: NextCursor })
 
 export const DeploymentSchema = Type.Object({
   id: Type.Integer({ description: 'The id of the event that opened it.', examples: [120] }),
@@ -227,6 +227,13 @@ const MetricsAnswer = Type.Object({
   time_to_restore_ms: SpreadSchema,
   duration_ms: SpreadSchema,
   lead_time_ms: SpreadSchema,
+  lead_time_from: Type.Object(
+    { commit: Type.Integer(), first_deployment: Type.Integer() },
+    {
+      description:
+        'How many lead-time values ran from the commit (`commit_time` on its events, DORA) and how many from the start of the version’s first deployment (no commit time sent).',
+    },
+  ),
 })
 
 const READ_PROBLEMS = problemResponses(401, 403, 422, 429, 503)
@@ -341,7 +348,7 @@ export async function readRoutes(app: FastifyInstance, options: ReadOptions): Pr
           page.rows.length === 0 ? null : Math.max(...page.rows.map((r) => r.id)),
         )
         if (chainHead !== null) reply.header(CHAIN_HEAD_HEADER, chainHead)
-        return { events: page.rows.map(toPublicEvent), next_cursor: next }
+        return { events: page.rows.map(toApiEvent), next_cursor: next }
       },
     })
 
@@ -524,6 +531,7 @@ export async function readRoutes(app: FastifyInstance, options: ReadOptions): Pr
           time_to_restore_ms: spread(m.timeToRestore.spread),
           duration_ms: spread(m.duration.spread),
           lead_time_ms: spread(m.leadTime.spread),
+          lead_time_from: m.leadTime.from,
         }
       },
     })

@@ -4,7 +4,7 @@ import type { ServerResponse } from 'node:http'
 import type { FastifyInstance } from 'fastify'
 import { Type } from 'typebox'
 import { stallMsOf } from '../../domain/deployments/read-queries.js'
-import { toPublicEvent } from '../../domain/events/event.js'
+import { toApiEvent } from '../../domain/events/event.js'
 import { eventMatches, filterIsEmpty } from '../../domain/events/filter-match.js'
 import type { EventFilter } from '../../domain/events/queries.js'
 import {
@@ -101,7 +101,7 @@ class LiveStream implements LiveListener, GuardedStream {
       skipped = this.filter !== null && !eventMatches(this.filter, event)
       if (skipped) continue
       const last = deployment === null
-      text += message('event', toPublicEvent(event), last ? this.#lastId : undefined)
+      text += message('event', toApiEvent(event), last ? this.#lastId : undefined)
       if (deployment)
         text += message('deployment', toApiDeployment(deployment, now, this.limits.stallMs), this.#lastId)
     }
