@@ -225,7 +225,7 @@ async function instantEverywhere(ctx: TestApp, key: string, browser: Browser, te
     },
     named: {
       'api services at': services.statusCode === 200 ? (services.json() as { at: string }).at : null,
-      'board at': /<span>as at ([^<]+)<\/span>/.exec(board.payload)?.[1] ?? null,
+      'board at': /<span>as at <time datetime="([^"]+)"/.exec(board.payload)?.[1] ?? null,
       'logs from': csv === undefined ? null : new URL(csv, 'http://x').searchParams.get('from'),
     },
   }
