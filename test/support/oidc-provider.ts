@@ -120,6 +120,15 @@ export async function startTestProvider(
     // Shiplog reads the ID token only, as most providers can be set up to put everything in it.
     conformIdTokenClaims: false,
     features: { devInteractions: { enabled: true }, rpInitiatedLogout: { enabled: true } },
+    // Set, not left to the library's defaults, which print a NOTICE each time they are used.
+    ttl: {
+      Interaction: 3600,
+      Grant: 3600,
+      Session: 3600,
+      AccessToken: 3600,
+      IdToken: 3600,
+      AuthorizationCode: 600,
+    },
     async findAccount(_ctx, id) {
       const claims = people.get(id) ?? { email: id, email_verified: true }
       return { accountId: id, claims: () => ({ sub: id, ...claims }) }
