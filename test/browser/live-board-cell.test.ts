@@ -11,6 +11,7 @@ import {
   launchBrowser,
   openPage,
   recordEvent,
+  saveScreenshot,
   setUpFirstAdmin,
   startShiplog,
 } from '../support/browser.js'
@@ -77,9 +78,7 @@ test('a live board update draws the sender and the ≠ marks as a reload does', 
     'Differs from staging, which runs 1.1.0: waiting to be promoted',
   )
   assert.equal(await staging.getAttribute('class'), 'cell live-changed')
-  await page
-    .screenshot({ path: '/work/wt/shots/badges-live-1280.png', fullPage: true })
-    .catch(() => undefined)
+  await saveScreenshot(page, 'live-board-cell-1280')
   const live = await rowCells(page, 'api')
 
   await page.reload()
