@@ -80,17 +80,22 @@ function relative(ms) {
   return `${Math.floor(hours / 24)} days ago`
 }
 const relatives = document.querySelectorAll('time[data-relative]')
-for (const el of relatives) {
-  const at = new Date(el.getAttribute('datetime'))
-  if (!Number.isNaN(at.getTime())) el.title = `${formatter.format(at)} (${el.title})`
+// The local time on hover, for the page's times and for those a live update draws.
+function dressRelatives(root) {
+  for (const el of root.querySelectorAll('time[data-relative]')) {
+    const at = new Date(el.getAttribute('datetime'))
+    if (!Number.isNaN(at.getTime())) el.title = `${formatter.format(at)} (${el.title})`
+  }
 }
+dressRelatives(document)
 function refreshRelatives() {
-  for (const el of relatives) {
+  for (const el of document.querySelectorAll('time[data-relative]')) {
     const at = new Date(el.getAttribute('datetime')).getTime()
     if (!Number.isNaN(at)) el.textContent = relative(at)
   }
 }
-if (relatives.length > 0 && Number.isNaN(relativeBase)) setInterval(refreshRelatives, 30_000)
+if ((relatives.length > 0 || document.querySelector('[data-live-board]')) && Number.isNaN(relativeBase))
+  setInterval(refreshRelatives, 30_000)
 // ==== end of board section ====
 // ---- Insights (/insights/) ----
 // Days are bucketed on the server in the zone the query names: a first visit without one is sent
@@ -114,8 +119,9 @@ for (const id of ['i-from', 'i-to']) {
 // ---- Live updates (/logs/ and the board) ----
 // New events arrive over server-sent events (GET /api/v1/stream, with the session cookie). The
 // unfiltered first page of the log gets them as rows; other log pages get a bar that reloads; the
-// board updates the cell of the service and environment in place, or offers a reload when the
-// change has no cell here. Without this script (or EventSource) the pages are as before.
+// board redraws the row of the service with the server's own row (GET /board/row: sender, alerts
+// and the "≠" marks, which depend on the whole row), or offers a reload when the change has no
+// cell here. Without this script (or EventSource) the pages are as before.
 const liveLogs = document.querySelector('[data-live-logs]')
 const liveBoard = document.querySelector('[data-live-board] table.board')
 if ((liveLogs || liveBoard) && 'EventSource' in window) {
@@ -174,42 +180,59 @@ if ((liveLogs || liveBoard) && 'EventSource' in window) {
     if (event.deployer) details.append(el('div', 'hint', `by ${event.deployer}`))
     return tr
   }
-  const STATE_LABELS = { in_progress: 'In progress', failed: 'Failed', stalled: 'Stalled' }
-  const boardCell = (service, environment) => {
-    for (const row of liveBoard.tBodies[0]?.rows ?? []) {
-      if (row.dataset.service !== service) continue
-      for (const td of row.cells) if (td.dataset.environment === environment) return td
-    }
+  const boardRow = (service) => {
+    for (const row of liveBoard.tBodies[0]?.rows ?? []) if (row.dataset.service === service) return row
     return null
   }
+  const columnsOf = (row) => [...row.cells].map((td) => td.dataset.environment ?? '').join('\u0000')
+  // Per service: the environments changed since its row was last fetched, and whether a fetch is
+  // under way (one at a time, the last one wins: a burst of deployments ends with the newest row).
+  const changedEnvironments = new Map()
+  const fetching = new Set()
+  const refreshRow = async (service) => {
+    if (fetching.has(service)) return
+    fetching.add(service)
+    try {
+      while (changedEnvironments.has(service)) {
+        const changed = changedEnvironments.get(service)
+        changedEnvironments.delete(service)
+        const res = await fetch(`/board/row?service=${encodeURIComponent(service)}`, {
+          credentials: 'same-origin',
+          headers: { accept: 'text/html' },
+        })
+        const template = document.createElement('template')
+        template.innerHTML = res.ok && !res.redirected ? (await res.text()).trim() : ''
+        const fresh = template.content.querySelector('tr')
+        const old = boardRow(service)
+        // A column the page does not have (or the row is gone): the page is out of date.
+        if (!fresh || !old || columnsOf(fresh) !== columnsOf(old)) {
+          announce('The board has changed.')
+          return
+        }
+        ;[...fresh.cells].forEach((td, i) => {
+          if (changed.has(td.dataset.environment) || old.cells[i]?.classList.contains('live-changed'))
+            td.classList.add('live-changed')
+        })
+        dressRelatives(fresh)
+        old.replaceWith(fresh)
+      }
+    } catch {
+      announce('The board has changed.')
+    } finally {
+      fetching.delete(service)
+    }
+  }
   const updateCell = (deployment) => {
-    const td = boardCell(deployment.service, deployment.environment)
+    const row = boardRow(deployment.service)
+    const td = row && [...row.cells].find((c) => c.dataset.environment === deployment.environment)
     if (!td) {
       announce('The board has changed.')
       return
     }
-    td.querySelector('.alert')?.remove()
-    td.querySelector('.none')?.remove()
-    if (deployment.outcome === 'succeeded') {
-      td.replaceChildren()
-      const running = el('div', 'running')
-      const version = el('span', 'version mono', deployment.version)
-      version.title = deployment.version
-      running.append(version)
-      td.append(running, el('div', 'hint', 'just now'))
-      td.className = 'cell live-changed'
-    } else {
-      const alert = el('div', `alert ${deployment.outcome}`)
-      alert.append(
-        el('span', `state ${deployment.outcome}`, STATE_LABELS[deployment.outcome] ?? deployment.outcome),
-        ' ',
-        el('span', 'mono', deployment.version),
-        ' ',
-        el('span', 'hint', 'started just now'),
-      )
-      td.append(alert)
-      td.className = `cell attention ${deployment.outcome} live-changed`
-    }
+    const changed = changedEnvironments.get(deployment.service) ?? new Set()
+    changed.add(deployment.environment)
+    changedEnvironments.set(deployment.service, changed)
+    void refreshRow(deployment.service)
   }
   // From the newest event the page lists (EventSource's own Last-Event-ID wins on reconnects), and
   // only the events the page's filters select: the server matches them as it lists the page.

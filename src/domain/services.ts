@@ -323,6 +323,8 @@ export interface BadgeState {
   version: string | null
   /** How the latest deployment there stands; null when there is none. */
   latest: DeploymentOutcome | null
+  /** The version of that latest deployment; null when there is none. */
+  latestVersion: string | null
 }
 
 /**
@@ -354,6 +356,7 @@ export async function badgeState(
   return {
     version: running?.version ?? null,
     latest: latest ? outcomeAt(rowToDeployment(latest), clock.now, clock.stallMs) : null,
+    latestVersion: latest?.version ?? null,
   }
 }
 

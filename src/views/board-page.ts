@@ -147,34 +147,46 @@ function cellClass(entry: BoardEntry | null): string {
   return entry.alert ? `cell attention ${entry.alert.outcome}` : 'cell'
 }
 
-function table(d: BoardPageData): SafeHtml {
-  // "5 min ago" counts back from the instant shown: the board as it was then, read as it was then.
-  const cells = new CellRenderer(d.at ?? d.now)
-  // The opening of each column's cell, escaped once: `<td class="cell" data-environment="prod">`.
-  const opening = d.environments.map((environment) => ({
+/** The opening of each column's cell, escaped once: `<td class="cell" data-environment="prod">`. */
+function openings(environments: readonly string[]) {
+  return environments.map((environment) => ({
     plain: html`<td class="cell" data-environment="${environment}">`,
     environment,
   }))
+}
+
+function rowHtml(row: BoardRow, cells: CellRenderer, opening: ReturnType<typeof openings>): SafeHtml {
+  return html`<tr data-service="${row.service}"><th scope="row" class="service-col"><a href="${servicePath(row.service)}" title="${row.service}">${row.service}</a>${row.team ? html`<div class="hint">${row.team}</div>` : ''}</th>${row.entries.map(
+    (entry, i) => {
+      const open = opening[i]
+      const cls = cellClass(entry)
+      const td =
+        open && cls === 'cell'
+          ? open.plain
+          : html`<td class="${cls}" data-environment="${open?.environment ?? ''}">`
+      return html`${td}${cells.body(entry)}</td>`
+    },
+  )}</tr>
+`
+}
+
+/**
+ * One row of the board as the page draws it (the live board fetches it when a deployment there
+ * changes, so the sender and the drift marks of the whole row are the server's).
+ */
+export function boardRowHtml(row: BoardRow, environments: readonly string[], now: number): SafeHtml {
+  return rowHtml(row, new CellRenderer(now), openings(environments))
+}
+
+function table(d: BoardPageData): SafeHtml {
+  // "5 min ago" counts back from the instant shown: the board as it was then, read as it was then.
+  const cells = new CellRenderer(d.at ?? d.now)
+  const opening = openings(d.environments)
   // Live updates (public/app.js) only for the board as it is now, not as it was at an instant.
   return html`<div class="live-bar" role="status" hidden></div><div class="table-wrap board-wrap" ${d.at === null ? html`data-live-board` : html`data-relative-base="${new Date(d.at).toISOString()}"`}><table class="board">
     <caption class="sr-only">What runs where: services by environment</caption>
     <thead><tr><th scope="col" class="service-col">Service</th>${d.environments.map((e) => html`<th scope="col">${e}</th>`)}</tr></thead>
-    <tbody>${d.rows.map(
-      (
-        row,
-      ) => html`<tr data-service="${row.service}"><th scope="row" class="service-col"><a href="${servicePath(row.service)}" title="${row.service}">${row.service}</a>${row.team ? html`<div class="hint">${row.team}</div>` : ''}</th>${row.entries.map(
-        (entry, i) => {
-          const open = opening[i]
-          const cls = cellClass(entry)
-          const td =
-            open && cls === 'cell'
-              ? open.plain
-              : html`<td class="${cls}" data-environment="${open?.environment ?? ''}">`
-          return html`${td}${cells.body(entry)}</td>`
-        },
-      )}</tr>
-`,
-    )}</tbody>
+    <tbody>${d.rows.map((row) => rowHtml(row, cells, opening))}</tbody>
   </table></div>`
 }
 

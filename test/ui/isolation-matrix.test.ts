@@ -975,6 +975,19 @@ const MATRIX: Record<string, Entry> = {
       ...from({ ...outsiders(false), bAdmin: status(404) }, { url: '/services/acme-only/' }),
     ],
   },
+  'GET /board/row': {
+    why: "the live board's row: B's deployments and team only; A's service names are unknown to B",
+    cases: () => [
+      ...from(
+        {
+          ...outsiders(false),
+          bAdmin: allOf(status(200), contains('<tr data-service="shared-name">', 'beta-')),
+        },
+        { url: '/board/row?service=shared-name' },
+      ),
+      ...from({ ...outsiders(false), bAdmin: status(404) }, { url: '/board/row?service=acme-only' }),
+    ],
+  },
   'POST /services/:service/meta': {
     why: "admins only, and only for their own account's services: A's service is unknown to B",
     cases: () => [

@@ -6,7 +6,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify'
 import { Type } from 'typebox'
 import { accountByBadgeToken, type BadgeState, badgeState } from '../../domain/services.js'
 import { namesNothing } from '../../domain/text-rules.js'
-import { type BadgeTone, badgeSvg, shieldsEndpoint } from '../../views/badge.js'
+import { BADGE_SEPARATOR, type BadgePart, badgeSvg, shieldsEndpoint } from '../../views/badge.js'
 import { PUBLIC, problemResponses } from '../api/openapi-schemas.js'
 import type { UiContext } from './context.js'
 
@@ -32,9 +32,17 @@ const BadgeSvg = Type.String({
 /** The shields.io "endpoint" document (https://shields.io/badges/endpoint-badge). */
 const ShieldsEndpoint = Type.Object({
   schemaVersion: Type.Literal(1),
-  label: Type.String({ examples: ['prod'] }),
-  message: Type.String({ examples: ['1.4.2'] }),
-  color: Type.String({ examples: ['#2e7d32'] }),
+  label: Type.String({ description: 'The service and the environment.', examples: ['billing · prod'] }),
+  message: Type.String({
+    description:
+      'The running version; when the latest deployment there failed or has not finished, it follows: "1.4.2 · 1.5.0 failed".',
+    examples: ['1.4.2', '1.4.2 · 1.5.0 failed'],
+  }),
+  color: Type.String({
+    description:
+      "The running version's colour (green; lightgrey when nothing runs), whatever the latest deployment did.",
+    examples: ['green'],
+  }),
 })
 const badgeContent = {
   'image/svg+xml': { schema: BadgeSvg },
@@ -47,7 +55,9 @@ const BADGE_DOC = {
   tags: ['badges'],
   summary: 'The running version of a service in an environment, as a README badge',
   description:
-    'An SVG badge drawn by Shiplog (`.svg`) or a shields.io "endpoint" document (`.json`). ' +
+    'An SVG badge drawn by Shiplog (`.svg`) or a shields.io "endpoint" document (`.json`), labelled ' +
+    '"<service> · <environment>": the running version in green, and beside it (a red or amber segment) ' +
+    'the latest deployment there when it failed, stalled or is in progress. ' +
     'A wrong, rotated or malformed token gets the same 404 badge whatever the service; a service or ' +
     'environment without deployments gets a grey "no deployment" badge. Cached for 60 seconds; ETag.',
   security: PUBLIC,
@@ -82,10 +92,28 @@ const BADGE_HEADERS: Readonly<Record<string, string>> = Object.freeze({
   'cache-control': 'max-age=60, s-maxage=60',
 })
 
-function toneOf(state: BadgeState): BadgeTone {
-  if (state.latest === 'failed') return 'failed'
-  if (state.latest === 'in_progress' || state.latest === 'stalled') return 'progress'
-  return state.version === null ? 'none' : 'ok'
+/** What the latest deployment is called beside the running version when it is not a success. */
+const UNFINISHED: Record<'failed' | 'in_progress' | 'stalled', string> = {
+  failed: 'failed',
+  in_progress: 'deploying',
+  stalled: 'stalled',
+}
+
+/**
+ * The running version in its colour (green; grey when nothing runs), and beside it the latest
+ * deployment when it failed or has not finished: a failure does not repaint what runs.
+ */
+export function badgeParts(state: BadgeState): BadgePart[] {
+  const running: BadgePart =
+    state.version === null ? { text: 'no deployment', tone: 'none' } : { text: state.version, tone: 'ok' }
+  if (state.latest === null || state.latest === 'succeeded' || state.latestVersion === null) return [running]
+  return [
+    running,
+    {
+      text: `${state.latestVersion} ${UNFINISHED[state.latest]}`,
+      tone: state.latest === 'failed' ? 'failed' : 'progress',
+    },
+  ]
 }
 
 function send(
@@ -94,11 +122,9 @@ function send(
   status: number,
   format: 'svg' | 'json',
   label: string,
-  message: string,
-  tone: BadgeTone,
+  parts: readonly BadgePart[],
 ): FastifyReply {
-  const body =
-    format === 'svg' ? badgeSvg(label, message, tone) : JSON.stringify(shieldsEndpoint(label, message, tone))
+  const body = format === 'svg' ? badgeSvg(label, parts) : JSON.stringify(shieldsEndpoint(label, parts))
   const etag = `"${createHash('sha256').update(body).digest('base64url').slice(0, 27)}"`
   reply.headers(BADGE_HEADERS).header('etag', etag)
   if (format === 'json') reply.header('access-control-allow-origin', '*')
@@ -106,6 +132,9 @@ function send(
   if (status === 200 && request.headers['if-none-match'] === etag) return reply.code(304).send()
   return reply.code(status).send(body)
 }
+
+/** The one answer to every refusal, whatever the service. */
+const UNKNOWN: readonly BadgePart[] = [{ text: 'unknown badge', tone: 'none' }]
 
 /** The badge route's path, which answers text no name can hold itself (see text-guard.ts). */
 export const BADGE_PATH = '/badge/:token/:service/:file'
@@ -126,8 +155,7 @@ export const badgeRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app, ctx
       // A control character or a lone surrogate names nothing (and PostgreSQL cannot hold U+0000).
       const named = !request.validationError && match && ![token, service, file].some(namesNothing)
       const account = named ? await accountByBadgeToken(db, token) : undefined
-      if (!account || !match?.[1])
-        return send(request, reply, 404, format, 'shiplog', 'unknown badge', 'none')
+      if (!account || !match?.[1]) return send(request, reply, 404, format, 'shiplog', UNKNOWN)
       const environment = match[1]
       await app.shiplog.deployments.current()
       const state = await badgeState(db, account.id, service, environment, {
@@ -136,7 +164,9 @@ export const badgeRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app, ctx
       })
       // A service or environment without deployments is a badge too (grey), so a README shows it
       // before the first deployment instead of a broken image.
-      return send(request, reply, 200, format, environment, state.version ?? 'no deployment', toneOf(state))
+      // The label names the service as well as the environment: a README often shows several.
+      const label = `${service}${BADGE_SEPARATOR}${environment}`
+      return send(request, reply, 200, format, label, badgeParts(state))
     },
   )
 }

@@ -32,6 +32,7 @@ import { boardPage, DOT_NAME_SEGMENT, servicePath } from '../../views/board-page
 import { type ServicePageData, servicePage, type TimelineSection } from '../../views/service-page.js'
 import { HttpProblem } from '../problem.js'
 import { auditFrom } from './audit-context.js'
+import { boardRowRoute } from './board-row-route.js'
 import type { UiContext } from './context.js'
 
 /** Deployments per environment and page on a service's page. */
@@ -93,6 +94,7 @@ export const boardRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app, ctx
   const sync = () => app.shiplog.deployments.current()
 
   const admin = (request: FastifyRequest, reply: FastifyReply) => ctx.requireAdmin(request, reply)
+  await app.register(boardRowRoute, ctx)
 
   app.get('/services', async (request, reply) => {
     const q = request.url.indexOf('?')

@@ -1,0 +1,41 @@
+// One row of the live board (/services/): public/app.js fetches it when a deployment of the service
+// arrives over the stream, so the updated cells are the ones the page draws (sender, alerts, and the
+// "≠" drift marks, which depend on the whole row).
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import { Type } from 'typebox'
+import { boardRows } from '../../domain/board.js'
+import { boardCells } from '../../domain/deployments/queries.js'
+import { boardSettings, environmentListing, serviceMeta } from '../../domain/services.js'
+import { textProblem } from '../../domain/text-rules.js'
+import { boardRowHtml } from '../../views/board-page.js'
+import { html } from '../../views/html.js'
+import { HttpProblem } from '../problem.js'
+import type { UiContext } from './context.js'
+
+const RowQuery = Type.Object({ service: Type.Optional(Type.String({ maxLength: 4096 })) })
+
+export const boardRowRoute: FastifyPluginAsyncTypebox<UiContext> = async (app, ctx) => {
+  const { db } = ctx.database
+
+  app.get('/board/row', { schema: { querystring: RowQuery } }, async (request, reply) => {
+    const user = ctx.requireUser(request, reply)
+    if (!user) return reply
+    const service = request.query.service ?? ''
+    const bad = service === '' ? 'is empty' : textProblem(service)
+    if (bad) throw new HttpProblem(422, 'invalid-query', 'Invalid address', `The "service" ${bad}.`)
+    await app.shiplog.deployments.current()
+    const now = Date.now()
+    const [settings, environments, meta] = await Promise.all([
+      boardSettings(db, user.accountId),
+      environmentListing(db, user.accountId),
+      serviceMeta(db, user.accountId, service),
+    ])
+    const cells = await boardCells(db, user.accountId, null, { now, stallMs: settings.stallMinutes * 60_000 })
+    const mine = cells.filter((c) => c.service === service)
+    const [row] = boardRows(mine, environments.visible, new Map([[service, meta.team]]))
+    // Nothing to draw (no deployment in a shown environment, or another account's name): the page
+    // offers a reload instead.
+    if (!row) return ctx.page(reply, html``, 404)
+    return ctx.page(reply, boardRowHtml(row, environments.visible, now))
+  })
+}
