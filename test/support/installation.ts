@@ -162,7 +162,19 @@ export async function otherDialectUrl(t: Cleanup, sqliteDir: string): Promise<st
     }
   }
   await admin(`create schema "${schema}"`)
-  t.after(() => admin(`drop schema if exists "${schema}" cascade`))
+  // A server or command of the test may still be finishing background work in the schema when the
+  // hooks run (they run in the order registered, this one first): a drop that deadlocks with it is
+  // tried again once that work has ended, rather than failing a test that passed.
+  t.after(async () => {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await admin(`drop schema if exists "${schema}" cascade`)
+      } catch (err) {
+        if ((err as { code?: string }).code !== '40P01' || attempt >= 5) throw err
+        await new Promise((resolve) => setTimeout(resolve, 500 * attempt))
+      }
+    }
+  })
   const url = new URL(server)
   url.searchParams.set('options', `-c search_path=${schema}`)
   return url.toString()

@@ -988,6 +988,54 @@ const MATRIX: Record<string, Entry> = {
       ...from({ ...outsiders(false), bAdmin: status(404) }, { url: '/board/row?service=acme-only' }),
     ],
   },
+  'GET /services/:service/rename': {
+    why: "admins only; A's service names are unknown to B",
+    cases: () =>
+      from(
+        { ...outsiders(false), aMember: status(403), bAdmin: status(404) },
+        { url: '/services/acme-only/rename' },
+      ),
+  },
+  'POST /services/:service/rename': {
+    why: "admins only, and only their own account's services: A's service is unknown to B",
+    cases: () =>
+      from(
+        { ...outsiders(true), aMember: status(403), bAdmin: status(404) },
+        { url: '/services/acme-only/rename', form: { to: 'beta-took-it' } },
+      ),
+  },
+  'GET /services/:service/delete': {
+    why: "admins only; A's service names are unknown to B",
+    cases: () =>
+      from(
+        { ...outsiders(false), aMember: status(403), bAdmin: status(404) },
+        { url: '/services/acme-only/delete' },
+      ),
+  },
+  'POST /services/:service/delete': {
+    why: "admins only, and only their own account's services: A's history cannot be deleted by B",
+    cases: () =>
+      from(
+        { ...outsiders(true), aMember: status(403), bAdmin: status(404) },
+        { url: '/services/acme-only/delete', form: { confirm: 'acme-only' } },
+      ),
+  },
+  'GET /settings/environments/rename': {
+    why: "admins only; B's form lists B's environments only",
+    cases: () =>
+      from(
+        { ...outsiders(false), aMember: status(403), bAdmin: status(200) },
+        { url: '/settings/environments/rename' },
+      ),
+  },
+  'POST /settings/environments/rename': {
+    why: "admins only; an environment only A has is unknown to B (422 naming the field), A's names stay",
+    cases: () =>
+      from(
+        { ...outsiders(true), aMember: status(403), bAdmin: status(422) },
+        { url: '/settings/environments/rename', form: { from: 'acme-only', to: 'prod' } },
+      ),
+  },
   'POST /services/:service/meta': {
     why: "admins only, and only for their own account's services: A's service is unknown to B",
     cases: () => [
