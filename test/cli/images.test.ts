@@ -706,7 +706,7 @@ function loadAction(): Record<string, unknown> {
 }
 
 /** The optional inputs, named as the event fields they fill. */
-const OPTIONAL_INPUTS = ['url', 'description'] as const
+const OPTIONAL_INPUTS = ['url', 'description', 'commit-time'] as const
 const isOptionalInput = (value: string | undefined): value is (typeof OPTIONAL_INPUTS)[number] =>
   OPTIONAL_INPUTS.some((name) => name === value)
 
@@ -750,14 +750,26 @@ test(
   async (t) => {
     const env = record(record(loadAction().runs, 'runs').env, 'runs.env')
     // The optional inputs as the runner passes them: the expression's value, or '' when not given.
-    const given = { url: 'https://ci.example.com/run/42', description: 'canary at 5%' }
+    const commitTime = new Date(Math.floor(Date.now() / 1000) * 1000 - 3_600_000).toISOString()
+    const given = {
+      url: 'https://ci.example.com/run/42',
+      description: 'canary at 5%',
+      'commit-time': commitTime,
+    }
+    // What each input is stored as: its column, and the value read back.
+    const stored = {
+      url: (row: EventRow) => row.url,
+      description: (row: EventRow) => row.description,
+      'commit-time': (row: EventRow) =>
+        row.commit_time === null ? null : new Date(Number(row.commit_time)).toISOString(),
+    }
     const optional = Object.entries(env)
       .filter(([name]) => name !== 'SHIPLOG_URL')
       .map(([name, expression]) => {
         const input = /^\$\{\{\s*inputs\.([a-z-]+)\s*\}\}$/.exec(String(expression))?.[1]
         if (!isOptionalInput(input)) {
           throw new Error(
-            `${name}: ${String(expression)} is not an optional input this test knows (url, description)`,
+            `${name}: ${String(expression)} is not an optional input this test knows (${OPTIONAL_INPUTS.join(', ')})`,
           )
         }
         return { name, input }
@@ -780,7 +792,7 @@ test(
       const [row] = rows
       if (!row) throw new Error('unreachable')
       for (const { name, input } of optional) {
-        assert.equal(row[input], withValues ? given[input] : null, `${name} → ${input}`)
+        assert.equal(stored[input](row), withValues ? given[input] : null, `${name} → ${input}`)
       }
     }
   },

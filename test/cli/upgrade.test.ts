@@ -3,17 +3,20 @@
 // newer release is refused with one clear line.
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
-import { sql } from 'kysely'
+import { type Insertable, sql } from 'kysely'
 import { parseDatabaseUrl } from '../../src/config.js'
 import { openDatabase } from '../../src/db/connect.js'
 import { migrateTo, migrateToLatest, schemaStatus } from '../../src/db/migrate.js'
-import type { EventSource, EventStatus } from '../../src/db/schema.js'
+import type { EventSource, EventStatus, EventsTable } from '../../src/db/schema.js'
 import { digestApiKey, generateApiKey } from '../../src/domain/keys.js'
 import { hashPassword } from '../../src/domain/passwords.js'
 import { buildTestApp, freshDatabaseUrl } from '../helper.js'
 import { expectedDeployments, storedDeployments } from '../support/deployments.js'
 import { processEnv, runCli } from '../support/processes.js'
 import { deploy, login, PASSWORD, parseCsv, shownVersions } from '../support/ui.js'
+
+/** An event row of the first schema: it has no occurred_at (migration 0013 adds it, from received_at). */
+type FirstSchemaEvent = Insertable<EventsTable>
 
 const FIRST = '2026_11_21_0001_initial'
 
@@ -80,9 +83,8 @@ test('a database at the first schema, filled in its shape, upgrades to the lates
             source,
             api_key_id: apiKey.id,
             api_key_name: 'old-ci',
-            received_at: now - 86_400_000 + minute * 60_000,
-            occurred_at: now - 86_400_000 + minute++ * 60_000,
-          })
+            received_at: now - 86_400_000 + minute++ * 60_000,
+          } as FirstSchemaEvent)
           .execute()
       }
     }
@@ -99,9 +101,8 @@ test('a database at the first schema, filled in its shape, upgrades to the lates
           source: 'deploy',
           api_key_id: apiKey.id,
           api_key_name: 'old-ci',
-          received_at: now - 3_600_000 + minute * 60_000,
-          occurred_at: now - 3_600_000 + minute++ * 60_000,
-        })
+          received_at: now - 3_600_000 + minute++ * 60_000,
+        } as FirstSchemaEvent)
         .execute()
     }
     versions.push('2.0')
@@ -164,6 +165,16 @@ test('a database at the first schema, filled in its shape, upgrades to the lates
     [60, null],
     'new columns get their defaults',
   )
+  // Events from before event time (migration 0013) happened when they arrived.
+  const timed = await ctx.database.db
+    .selectFrom('events')
+    .select(['received_at', 'occurred_at', 'commit_time'])
+    .execute()
+  assert.ok(timed.length > 0)
+  for (const e of timed) {
+    assert.equal(Number(e.occurred_at), Number(e.received_at))
+    assert.equal(e.commit_time, null)
+  }
 })
 
 test('a database a newer release migrated is refused by migrate and doctor with one clear line', {
