@@ -1,18 +1,19 @@
 // The version text search finds exactly what a plain scan finds, however much of it the index holds.
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
-import { type Kysely, type Migration, Migrator, sql } from 'kysely'
+import { type Insertable, type Kysely, type Migration, Migrator, sql } from 'kysely'
 import { openDatabase } from '../../src/db/connect.js'
+import { migrateToLatest } from '../../src/db/migrate.js'
 import { initialSchema } from '../../src/db/migrations/2026_11_21_0001_initial.js'
 import { sessionsSchema } from '../../src/db/migrations/2026_11_22_0002_sessions.js'
 import { versionSearchIndex } from '../../src/db/migrations/2026_11_22_0003_version_search.js'
-import type { DB, EventRow } from '../../src/db/schema.js'
+import type { DB, EventRow, EventsTable } from '../../src/db/schema.js'
 import { ensureAccount } from '../../src/domain/accounts.js'
 import { exportEvents } from '../../src/domain/events/export/index.js'
 import { type EventFilter, listEventPage } from '../../src/domain/events/queries.js'
 import { indexVersions, VersionIndexer } from '../../src/domain/events/version-index.js'
 import { buildTestApp, freshDatabaseUrl, type TestApp, testConfig, testDialect } from '../helper.js'
-import { deploy, insertEvents, parseCsv, shownVersions, userSession } from '../support/ui.js'
+import { deploy, insertEvents, parseCsv, SEED_EPOCH, shownVersions, userSession } from '../support/ui.js'
 
 function isAscii(text: string): boolean {
   return [...text].every((c) => c.charCodeAt(0) < 0x80)
@@ -434,12 +435,28 @@ test('the migration leaves earlier events to the indexer, and they are found bef
   await migrateTo('2026_11_22_0002_sessions')
   // Only an account: an API key would need the columns of later migrations (scopes, 0005).
   const account = await ensureAccount(database.db, 'Acme')
-  await insertEvents(
-    database,
-    account.id,
-    VERSIONS.map((version) => ({ version })),
-  )
+  // In the shape of that schema: no occurred_at yet (migration 0013 adds it).
+  await database.db
+    .insertInto('events')
+    .values(
+      VERSIONS.map(
+        (version, i) =>
+          ({
+            account_id: account.id,
+            service: 'svc',
+            environment: 'prod',
+            version,
+            status: 'Deployed',
+            source: 'deploy',
+            api_key_name: 'ci',
+            received_at: SEED_EPOCH + i * 60_000,
+          }) as Insertable<EventsTable>,
+      ),
+    )
+    .execute()
   await migrateTo('2026_11_22_0003_version_search')
+  // The rest of the migrations, so today's queries find the columns they read.
+  await migrateToLatest(database)
   const search = async () =>
     (await listEventPage(database.db, database.dialect, account.id, { version: 'release' }, {}, 50)).rows
       .map((r) => r.version)
