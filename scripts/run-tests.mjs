@@ -42,14 +42,27 @@ function run(dialect) {
       ['--import', 'tsx', '--test', '--test-reporter=spec', `--test-concurrency=${concurrency}`, ...files],
       { env: { ...process.env, SHIPLOG_TEST_DB: dialect }, stdio: ['ignore', 'pipe', 'inherit'] },
     )
-    let tail = ''
+    // The counts are read from node's summary lines as they pass, not from a tail of the output:
+    // with failures, node prints their details after the summary, and they can be long.
+    const counts = { pass: 0, fail: 0, skipped: 0 }
+    // The failures' details, kept to be printed again at the very end, where a reader of a long CI log
+    // looks first.
+    let failures = ''
+    let pending = ''
     child.stdout.on('data', (chunk) => {
       process.stdout.write(chunk)
-      tail = (tail + chunk.toString()).slice(-4000)
+      const lines = (pending + chunk.toString()).split('\n')
+      pending = lines.pop() ?? ''
+      for (const line of lines) {
+        const summary = /^ℹ (pass|fail|skipped) (\d+)$/.exec(line)
+        if (summary) counts[summary[1]] = Number(summary[2])
+        if (failures !== '' || line.startsWith('✖ failing tests:')) {
+          if (failures.length < 20_000) failures += `${line}\n`
+        }
+      }
     })
     child.on('close', (code) => {
-      const count = (label) => Number(new RegExp(`ℹ ${label} (\\d+)`).exec(tail)?.[1] ?? 0)
-      resolve({ dialect, code, pass: count('pass'), fail: count('fail'), skipped: count('skipped') })
+      resolve({ dialect, code, ...counts, failures })
     })
   })
 }
@@ -62,6 +75,9 @@ for (const dialect of dialects) {
 let passed = 0
 let failed = 0
 let skipped = 0
+for (const r of results) {
+  if (r.failures !== '') console.log(`\n=== failures on ${r.dialect}, again ===\n\n${r.failures}`)
+}
 for (const r of results) {
   console.log(`${r.dialect}: ${r.pass} passed, ${r.fail} failed, ${r.skipped} skipped (exit ${r.code})`)
   passed += r.pass
