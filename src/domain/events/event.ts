@@ -221,10 +221,15 @@ export function toPublicEvent(row: EventRow): PublicEvent {
 }
 
 export function toApiEvent(row: EventRow): ApiEvent {
+  const receivedAt = new Date(row.received_at).toISOString()
   return {
     id: row.id,
-    received_at: new Date(row.received_at).toISOString(),
-    occurred_at: new Date(row.occurred_at).toISOString(),
+    received_at: receivedAt,
+    // Most senders give no time of their own: the arrival's text serves twice (one less per answer).
+    occurred_at:
+      Number(row.occurred_at) === Number(row.received_at)
+        ? receivedAt
+        : new Date(row.occurred_at).toISOString(),
     service: row.service,
     environment: row.environment,
     version: row.version,
