@@ -14,7 +14,7 @@ import {
   resetPassword,
   UserExistsError,
 } from '../domain/accounts.js'
-import { resolveAppSecret } from '../domain/app-secret.js'
+import { resolveAppSecret, secretStatus } from '../domain/app-secret.js'
 import { cliActor, keyLabel, recordAudit, webhookDetails, webhookLabel } from '../domain/audit/log.js'
 import { rebuildDeployments } from '../domain/deployments/store.js'
 import { setPasswordLogin } from '../domain/identity/provisioning.js'
@@ -35,6 +35,7 @@ import {
   listWebhooks,
   WebhookInputError,
 } from '../domain/webhooks/queries.js'
+import { webhookOpens } from '../domain/webhooks/secrets.js'
 import { PACKAGE_JSON } from '../paths.js'
 import { serveUntilSignalled } from '../server.js'
 import { CliError, reportFailure, withDatabase } from './common.js'
@@ -457,9 +458,15 @@ function namesOf(json: string): string {
 async function webhooksList(args: string[]): Promise<void> {
   const { values } = parseArgs({ args, options: { account: { type: 'string' } }, strict: true })
   const accountName = required(values, 'account', 'shiplog webhooks list --account NAME')
+  const config = loadConfig()
   await withDatabase(async (database) => {
     const account = await accountOrFail(database, accountName)
     const hooks = await listWebhooks(database.db, account.id)
+    // As Settings says it: a webhook whose secret does not open with this installation's secret
+    // cannot sign, whatever its last delivery did. Read only: listing creates no secret.
+    const { secret } = await secretStatus(config, database.db)
+    const cannotSign = (w: { secret: string; grafana_token: string | null }) =>
+      secret === null || !webhookOpens(secret, w)
     const rows = [
       ['ID', 'FORMAT', 'URL', 'STATUSES', 'OUTCOMES', 'ENVIRONMENTS', 'SERVICES', 'STATE'],
       ...hooks.map((w) => [
@@ -472,9 +479,11 @@ async function webhooksList(args: string[]): Promise<void> {
         namesOf(w.services),
         w.enabled !== 1
           ? `disabled ${formatTime(w.disabled_at)}`
-          : w.failing_since !== null
-            ? `failing since ${formatTime(w.failing_since)}`
-            : 'active',
+          : cannotSign(w)
+            ? 'failing: cannot sign (see README "The secret")'
+            : w.failing_since !== null
+              ? `failing since ${formatTime(w.failing_since)}`
+              : 'active',
       ]),
     ]
     printTable(rows)

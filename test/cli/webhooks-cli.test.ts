@@ -112,6 +112,14 @@ test('webhooks create prints the secret once; bad input and internal targets are
     /\n1 +slack +https:\/\/hooks\.example\.com\/shiplog +- +succeeded,failed +prod +all +active\n/,
   )
   assert.ok(!list.stdout.includes('whsec_'), 'the secret is never listed')
+  // Listed by an installation with another secret (a database moved without its secret): the
+  // webhook cannot sign, and the list says so rather than "active", as Settings does (issue 28.1).
+  const elsewhere = await runCli(t, ['webhooks', 'list', '--account', 'Acme'], {
+    env: { ...env, SHIPLOG_SECRET: 'another-secret-of-at-least-32-characters!!' },
+  })
+  assert.equal(elsewhere.code, 0, elsewhere.stderr)
+  assert.match(elsewhere.stdout, /\n1 +slack +.* +failing: cannot sign \(see README "The secret"\)\n/)
+  assert.doesNotMatch(elsewhere.stdout, / active\n/)
 
   const missing = await cli(['webhooks', 'delete', '--account', 'Acme', '99'])
   assert.equal(missing.code, 1)
