@@ -121,7 +121,11 @@ test('renaming and merging services: the board, the service page and the read AP
   const renamed = await browser.submit('/services/tmp/rename', '/services/tmp/rename', { to: 'scratch' })
   assert.equal(renamed.statusCode, 303)
   assert.equal(renamed.headers.location, '/services/scratch/')
-  assert.equal((await browser.get('/services/tmp/')).statusCode, 404)
+  // The old name's page (a bookmark, a link in a chat) leads to the new one, keeping its query.
+  const old = await browser.get('/services/tmp/?environment=prod')
+  assert.equal(old.statusCode, 301)
+  assert.equal(old.headers.location, '/services/scratch/?environment=prod')
+  assert.equal((await browser.get('/services/never-was/')).statusCode, 404)
   assert.equal((await browser.get('/services/scratch/')).statusCode, 200)
   // A merge: billing-old into billing.
   const merged = await browser.submit('/services/billing-old/rename', '/services/billing-old/rename', {
@@ -130,6 +134,7 @@ test('renaming and merging services: the board, the service page and the read AP
   assert.equal(merged.statusCode, 303)
   const rows = boardTable((await browser.get('/services/')).payload)
   assert.deepEqual([...rows.keys()].sort(), ['billing', 'scratch'])
+  assert.equal((await browser.get('/services/billing-old/')).headers.location, '/services/billing/')
   const api = await browser.get('/api/v1/deployments?service=billing')
   const deployments = api.json().deployments as { version: string; duration_ms: number | null }[]
   assert.deepEqual(

@@ -270,3 +270,23 @@ async function moveSettings(
       .execute()
   }
 }
+
+/**
+ * The name `name` was renamed or merged into, when it was (the aliases stay flat: one hop). Null
+ * for a name never renamed. Links and bookmarks to the old name's page lead to the new one.
+ */
+export async function renamedTo(
+  db: Kysely<DB>,
+  accountId: number,
+  kind: 'service' | 'environment',
+  name: string,
+): Promise<string | null> {
+  const row = await db
+    .selectFrom('name_aliases')
+    .select('to_name')
+    .where('account_id', '=', accountId)
+    .where('kind', '=', kind)
+    .where('from_name', '=', name)
+    .executeTakeFirst()
+  return row?.to_name ?? null
+}

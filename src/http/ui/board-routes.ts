@@ -8,6 +8,7 @@ import { boardRows, readBoardInstant } from '../../domain/board.js'
 import { deploymentDetails } from '../../domain/deployments/details.js'
 import { boardCells, firstDeploymentStart, serviceTimeline } from '../../domain/deployments/queries.js'
 import { durationMs, outcomeAt } from '../../domain/deployments/rules.js'
+import { renamedTo } from '../../domain/names/rename.js'
 import { counted } from '../../domain/plural.js'
 import {
   boardSettings,
@@ -172,7 +173,16 @@ export const boardRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app, ctx
       if (before === undefined) throw invalid('"before" must be a deployment id (a whole number).')
     }
     await sync()
-    if (!(await serviceExists(db, user.accountId, service))) throw noSuchService()
+    if (!(await serviceExists(db, user.accountId, service))) {
+      // A renamed or merged service: its old page's links and bookmarks lead to the new name.
+      const renamed =
+        request.method === 'GET' ? await renamedTo(db, user.accountId, 'service', service) : null
+      if (renamed === null) throw noSuchService()
+      const q = request.url.indexOf('?')
+      const kept = new URLSearchParams(q === -1 ? '' : request.url.slice(q + 1))
+      kept.delete('name')
+      return reply.redirect(servicePath(renamed, '', Object.fromEntries(kept)), 301)
+    }
     const [meta, environments, settings] = await Promise.all([
       serviceMeta(db, user.accountId, service),
       serviceEnvironments(db, user.accountId, service),
