@@ -3,6 +3,7 @@
 import type { Alert, BoardEntry, BoardRow, Drift } from '../domain/board.js'
 import type { FieldError } from '../domain/events/event.js'
 import { readInstant } from '../domain/instants.js'
+import { counted } from '../domain/plural.js'
 import type { SessionUser } from '../domain/sessions.js'
 import { html, type SafeHtml } from './html.js'
 import { layout, timeTag } from './layout.js'
@@ -18,6 +19,8 @@ export interface BoardPageData {
   atForm: { text: string; zone?: string; error: FieldError | null }
   /** When the account's first deployment started, when `at` is before it (nothing to show then). */
   firstDeployment: number | null
+  /** The account's retention, when the page says why it holds nothing from a time. */
+  retentionDays?: number | null
   now: number
   filter: { team: string; name: string }
   teams: string[]
@@ -239,10 +242,15 @@ function filters(d: BoardPageData): SafeHtml {
 }
 
 /** A time before the first deployment: nothing ran yet, and when the first one started. */
-function beforeAnyData(first: number): SafeHtml {
+function beforeAnyData(first: number, retentionDays: number | null): SafeHtml {
   const iso = new Date(first).toISOString()
-  return html`<div class="panel empty before-data"><p><strong>Nothing had been deployed yet at that time.</strong>
-    The first deployment Shiplog recorded started at ${timeTag(first)}.</p>
+  const said =
+    retentionDays === null
+      ? html`<strong>Nothing had been deployed yet at that time.</strong>
+    The earliest deployment Shiplog holds started at ${timeTag(first)}.`
+      : html`<strong>Shiplog holds no deployment from that time.</strong>
+    This account keeps ${counted(retentionDays, 'day')} of history (Settings → Retention); the earliest deployment it still holds started at ${timeTag(first)}.`
+  return html`<div class="panel empty before-data"><p>${said}</p>
     <p><a href="/services/?at=${encodeURIComponent(iso)}">Show the board as it was then</a> · <a href="/services/">Back to now</a></p></div>`
 }
 
@@ -264,7 +272,7 @@ export function boardPage(d: BoardPageData): SafeHtml {
     : html`${filters(d)}
       ${
         d.firstDeployment !== null
-          ? beforeAnyData(d.firstDeployment)
+          ? beforeAnyData(d.firstDeployment, d.retentionDays ?? null)
           : d.rows.length === 0
             ? html`<p class="panel">No service matches these filters. <a href="/services/">Show all services</a></p>`
             : html`<p class="hint board-count">${d.rows.length} ${d.rows.length === 1 ? 'service' : 'services'} · ${d.environments.length} ${d.environments.length === 1 ? 'environment' : 'environments'}</p>

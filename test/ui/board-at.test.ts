@@ -123,7 +123,7 @@ test('a time before the first deployment says so, and when the first one started
   const first = new Date(t0).toISOString()
   assert.match(
     res.payload,
-    new RegExp(`The first deployment Shiplog recorded started at <time datetime="${first}"`),
+    new RegExp(`The earliest deployment Shiplog holds started at <time datetime="${first}"`),
   )
   assert.equal(
     linkHref(res.payload, 'Show the board as it was then'),
@@ -133,4 +133,24 @@ test('a time before the first deployment says so, and when the first one started
   // That link shows 1.0.
   const then = await admin.get(`/services/?at=${encodeURIComponent(first)}`)
   assert.equal(boardTable(then.payload).get('api')?.get('prod')?.version, '1.0')
+})
+
+test('with retention on, a time before the earliest kept deployment says history was removed, not that nothing ran', async (t) => {
+  const { ctx, admin, t0 } = await twoReleases(t)
+  await ctx.database.db
+    .updateTable('accounts')
+    .set({ retention_days: 30 })
+    .where('id', '=', ctx.tenant.account.id)
+    .execute()
+  const res = await admin.get(`/services/?at=${encodeURIComponent(new Date(t0 - 60 * MIN).toISOString())}`)
+  assert.equal(res.statusCode, 200)
+  assert.doesNotMatch(res.payload, /Nothing had been deployed yet/)
+  assert.match(res.payload, /Shiplog holds no deployment from that time\./)
+  assert.match(res.payload, /This account keeps 30 days of history/)
+  assert.match(
+    res.payload,
+    new RegExp(
+      `the earliest deployment it still holds started at <time datetime="${new Date(t0).toISOString()}"`,
+    ),
+  )
 })

@@ -9,6 +9,7 @@ import { deploymentDetails } from '../../domain/deployments/details.js'
 import { boardCells, firstDeploymentStart, serviceTimeline } from '../../domain/deployments/queries.js'
 import { durationMs, outcomeAt } from '../../domain/deployments/rules.js'
 import { renamedTo } from '../../domain/names/rename.js'
+import { getRetention } from '../../domain/operations/retention.js'
 import { counted } from '../../domain/plural.js'
 import {
   boardSettings,
@@ -122,10 +123,12 @@ export const boardRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app, ctx
     const cells = await boardCells(db, user.accountId, at, { now, stallMs: settings.stallMinutes * 60_000 })
     const teams = new Map(metas.map((m) => [m.name, m.team]))
     // A time before the first deployment: the page says so, and when the first one started.
-    const firstDeployment =
+    // With retention on, "nothing yet" would be wrong: older history was removed, and the page says so.
+    const before =
       at !== null && cells.length === 0 && environments.all.length > 0
-        ? await firstDeploymentStart(db, user.accountId)
+        ? await Promise.all([firstDeploymentStart(db, user.accountId), getRetention(db, user.accountId)])
         : null
+    const firstDeployment = before?.[0] ?? null
     const rows = boardRows(cells, environments.visible, teams, {
       ...(team ? { team } : {}),
       ...(name ? { name } : {}),
@@ -141,6 +144,7 @@ export const boardRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app, ctx
         at,
         atForm: { text: atText, ...(asked.zone ? { zone: asked.zone } : {}), error: asked.error ?? null },
         firstDeployment,
+        retentionDays: before?.[1] ?? null,
         now,
         filter: { team, name },
         teams: teamNames,
