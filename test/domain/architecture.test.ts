@@ -161,12 +161,7 @@ const BOARD_NAMES = [
 test('the board in one place: declared in domain/board/ only, and the files it was spread over stay gone', () => {
   const graph = importGraph()
   // The board was spread over these (issue 26); the notices file is named for all it carries.
-  const gone = [
-    'domain/board.ts',
-    'domain/calendar.ts',
-    'domain/deployments/read-queries.ts',
-    'db/revocations.ts',
-  ]
+  const gone = ['domain/board.ts', 'domain/deployments/read-queries.ts', 'db/revocations.ts']
   assert.deepEqual(
     gone.filter((module) => graph.has(module)),
     [],
