@@ -3,7 +3,7 @@
 import type { Redis } from 'ioredis'
 import type { Config } from './config.js'
 import type { Database } from './db/connect.js'
-import { listenForRevocations, type RevocationListener } from './db/revocations.js'
+import { listenForRevocations, type RevocationListener } from './db/notices.js'
 import { resolveAppSecret } from './domain/app-secret.js'
 import { isDatabaseUnavailable, outageLogFor } from './domain/database-errors.js'
 import { RedisHealthLog } from './http/rate-limit.js'

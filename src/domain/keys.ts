@@ -2,7 +2,7 @@
 import { randomInt } from 'node:crypto'
 import type { Kysely } from 'kysely'
 import type { Database } from '../db/connect.js'
-import { announceRevocation } from '../db/revocations.js'
+import { announceRevocation } from '../db/notices.js'
 import type { ApiKeyRow, DB } from '../db/schema.js'
 import { withTransaction } from './audit/transaction.js'
 import type { Task } from './tasks.js'

@@ -1,6 +1,6 @@
 // The board /services/: services × environments, what runs where, what needs attention, drift;
 // a table on a desktop and a card per service on a phone.
-import type { Alert, BoardEntry, BoardRow, Drift } from '../domain/board.js'
+import type { Alert, BoardEntry, BoardRow, Drift } from '../domain/board/rows.js'
 import type { FieldError } from '../domain/events/event.js'
 import { readInstant } from '../domain/instants.js'
 import { counted } from '../domain/plural.js'

@@ -7,7 +7,7 @@ import { type TestContext, test } from 'node:test'
 import fc from 'fast-check'
 import type { InjectOptions } from 'fastify'
 import { sql } from 'kysely'
-import { ensureBadgeToken } from '../../src/domain/services.js'
+import { ensureBadgeToken } from '../../src/domain/board/settings.js'
 import { buildTestApp, type TestApp } from '../helper.js'
 import {
   type AppRoute,

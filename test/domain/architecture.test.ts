@@ -1,5 +1,6 @@
 // The house's layering (../shared/ARCHITECTURE.md), checked on the source: arrows point one way
-// (cli → server → app → http → views, http → domain → db) and no module imports itself round a circle.
+// (cli → server → app → http → views, http → domain → db), no module imports itself round a circle,
+// and the board lives in one folder that meets deployments/ and services.ts without a round trip.
 import assert from 'node:assert/strict'
 import { readFileSync } from 'node:fs'
 import { dirname, relative, resolve } from 'node:path'
@@ -89,4 +90,130 @@ test('one owner of SQLite connections: better-sqlite3 is opened in one file, sta
     ).filter((file) => !file.startsWith('db/sqlite/')),
     [],
   )
+})
+
+/** Whether `from` reaches a module that `isTarget` accepts, following imports (at least one step). */
+function reaches(graph: Map<string, string[]>, from: string, isTarget: (module: string) => boolean): boolean {
+  const seen = new Set<string>()
+  const queue = [...(graph.get(from) ?? [])]
+  while (queue.length > 0) {
+    const module = queue.shift() as string
+    if (isTarget(module)) return true
+    if (seen.has(module)) continue
+    seen.add(module)
+    queue.push(...(graph.get(module) ?? []))
+  }
+  return false
+}
+
+/**
+ * Modules of `b` that `a` reaches and that reach `a` again: a way from one part to the other and
+ * back, even where no single module imports itself round a circle. Empty when the two parts meet
+ * in one direction only.
+ */
+function roundTrips(
+  graph: Map<string, string[]>,
+  a: (module: string) => boolean,
+  b: (module: string) => boolean,
+): string[] {
+  const modules = [...graph.keys()]
+  return modules
+    .filter(b)
+    .filter((m) => modules.some((from) => a(from) && reaches(graph, from, (t) => t === m)))
+    .filter((m) => reaches(graph, m, a))
+    .sort()
+}
+
+const inBoard = (module: string) => module.startsWith('domain/board/')
+const inDeployments = (module: string) => module.startsWith('domain/deployments/')
+const isServices = (module: string) => module === 'domain/services.ts'
+
+/**
+ * What the board is made of (SPEC §6.3): rows and drift, the instant asked for, the cells read
+ * from the deployments, the environment order, the stall time, the badge token and what a badge
+ * shows. Each is declared in domain/board/ and nowhere else.
+ */
+const BOARD_NAMES = [
+  'boardRows',
+  'readBoardInstant',
+  'boardCells',
+  'boardCellsUncached',
+  'boardPairs',
+  'firstDeploymentStart',
+  'BUILT_IN_ORDER',
+  'orderEnvironments',
+  'seenEnvironments',
+  'environmentsOfService',
+  'environmentSettings',
+  'environmentListing',
+  'environmentsInOrder',
+  'serviceEnvironments',
+  'changeEnvironment',
+  'boardSettings',
+  'loadBoardSettings',
+  'stallMsOf',
+  'ensureBadgeToken',
+  'rotateBadgeToken',
+  'accountByBadgeToken',
+  'badgeState',
+]
+
+test('the board in one place: declared in domain/board/ only, and the files it was spread over stay gone', () => {
+  const graph = importGraph()
+  // The board was spread over these (issue 26); the notices file is named for all it carries.
+  const gone = ['domain/board.ts', 'domain/deployments/read-queries.ts', 'db/revocations.ts']
+  assert.deepEqual(
+    gone.filter((module) => graph.has(module)),
+    [],
+  )
+  const declaredIn = (name: string) =>
+    filesMatching(new RegExp(`\\b(?:function|const|let|var|class|interface|type)\\s+${name}\\b`))
+  const outside: string[] = []
+  const missing: string[] = []
+  for (const name of BOARD_NAMES) {
+    const files = declaredIn(name)
+    for (const file of files) if (!inBoard(file)) outside.push(`${name} in ${file}`)
+    if (!files.some(inBoard)) missing.push(name)
+  }
+  assert.deepEqual(outside, [])
+  assert.deepEqual(missing, [], 'a board name no longer declared in domain/board/: update BOARD_NAMES')
+  // Callers import the board's modules themselves: no facade elsewhere gathers them again.
+  const reExports: string[] = []
+  for (const file of sourceFiles(SRC)) {
+    const module = relative(SRC, file)
+    if (inBoard(module)) continue
+    const text = readFileSync(file, 'utf8')
+    for (const match of text.matchAll(
+      /export\s+(?:type\s+)?(?:\*|\{[^}]*\})\s+from\s+['"](\.{1,2}\/[^'"]+)['"]/g,
+    )) {
+      const target = relative(SRC, resolve(dirname(file), match[1] as string).replace(/\.js$/, '.ts'))
+      if (inBoard(target)) reExports.push(`${module} re-exports ${target}`)
+    }
+  }
+  assert.deepEqual(reExports, [])
+})
+
+test('services.ts and deployments/ do not import each other, not even round through other modules', () => {
+  const graph = importGraph()
+  const direct: string[] = []
+  for (const [module, imports] of graph) {
+    for (const target of imports) {
+      if ((isServices(module) && inDeployments(target)) || (inDeployments(module) && isServices(target)))
+        direct.push(`${module} imports ${target}`)
+    }
+  }
+  assert.deepEqual(direct, [])
+  assert.deepEqual(roundTrips(graph, isServices, inDeployments), [])
+  assert.deepEqual(roundTrips(graph, inDeployments, isServices), [])
+})
+
+test('board/ builds on deployments/ and services.ts; what they read of the board reads nothing of them', () => {
+  // The insights pages and the read API use the board's environment order; that order must not
+  // read deployments/ again, or the two folders would be one tangle.
+  const graph = importGraph()
+  assert.deepEqual(roundTrips(graph, inBoard, inDeployments), [])
+  assert.deepEqual(roundTrips(graph, inDeployments, inBoard), [])
+  assert.deepEqual(roundTrips(graph, inBoard, isServices), [])
+  assert.deepEqual(roundTrips(graph, isServices, inBoard), [])
+  assert.ok([...graph.keys()].filter(inBoard).length >= 5, 'domain/board/ holds the board')
 })

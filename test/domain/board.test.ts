@@ -2,8 +2,8 @@
 // filters, and which `at` texts are instants.
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
-import { boardRows } from '../../src/domain/board.js'
-import type { BoardCell } from '../../src/domain/deployments/queries.js'
+import type { BoardCell } from '../../src/domain/board/cells.js'
+import { boardRows } from '../../src/domain/board/rows.js'
 import type { Deployment } from '../../src/domain/deployments/rules.js'
 
 let nextId = 1

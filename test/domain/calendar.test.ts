@@ -1,12 +1,8 @@
 // Board environment order and days in the viewer's time zone, across clock changes.
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
-import {
-  isTimeZone,
-  localDays,
-  orderEnvironments,
-  startOfLocalDate,
-} from '../../src/domain/deployments/calendar.js'
+import { orderEnvironments } from '../../src/domain/board/environments.js'
+import { isTimeZone, localDays, startOfLocalDate } from '../../src/domain/deployments/calendar.js'
 import { localDate } from '../../src/domain/time-zones.js'
 
 test('environments: placed ones first, then the built-in order without letter case, then first seen', () => {

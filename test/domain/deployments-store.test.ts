@@ -11,13 +11,14 @@ import { openDatabase } from '../../src/db/connect.js'
 import { migrateToLatest } from '../../src/db/migrate.js'
 import type { EventStatus } from '../../src/db/schema.js'
 import { ensureAccount } from '../../src/domain/accounts.js'
+import { boardCells } from '../../src/domain/board/cells.js'
 import {
   computeMetrics,
   firstStartKey,
   firstStartsOf,
   type Metrics,
 } from '../../src/domain/deployments/metrics.js'
-import { boardCells, listDeployments, metricsForWindow } from '../../src/domain/deployments/queries.js'
+import { listDeployments, metricsForWindow } from '../../src/domain/deployments/queries.js'
 import {
   type Deployment,
   type DeploymentOutcome,

@@ -10,12 +10,8 @@ import { type Database, openDatabase } from '../../src/db/connect.js'
 import { migrateToLatest } from '../../src/db/migrate.js'
 import type { EventStatus } from '../../src/db/schema.js'
 import { ensureAccount } from '../../src/domain/accounts.js'
-import {
-  boardCells,
-  boardCellsUncached,
-  metricsForWindow,
-  metricsForWindowUncached,
-} from '../../src/domain/deployments/queries.js'
+import { boardCells, boardCellsUncached } from '../../src/domain/board/cells.js'
+import { metricsForWindow, metricsForWindowUncached } from '../../src/domain/deployments/queries.js'
 import { derivedGeneration, GenerationCache } from '../../src/domain/deployments/read-cache.js'
 import { catchUpDeployments, rebuildDeployments } from '../../src/domain/deployments/store.js'
 import { freshDatabaseUrl } from '../helper.js'

@@ -3,7 +3,7 @@
 // for every wrong token, rotation, cache and security headers, and hostile names in the path.
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
-import { ensureBadgeToken } from '../../src/domain/services.js'
+import { ensureBadgeToken } from '../../src/domain/board/settings.js'
 import { buildTestApp, type TestApp } from '../helper.js'
 import { assertWellFormedXml } from '../support/board.js'
 import { insertEvents, userSession } from '../support/ui.js'

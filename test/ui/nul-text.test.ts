@@ -4,7 +4,7 @@
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import { sql } from 'kysely'
-import { ensureBadgeToken } from '../../src/domain/services.js'
+import { ensureBadgeToken } from '../../src/domain/board/settings.js'
 import { buildTestApp, type TestApp } from '../helper.js'
 import { insertEvents, userSession } from '../support/ui.js'
 

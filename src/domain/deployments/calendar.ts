@@ -1,58 +1,6 @@
-// Environment order on the board and days in the viewer's time zone: the two orderings the
-// insights pages need, as pure functions.
+// Days in the viewer's time zone, as pure functions: the insights pages' buckets, each with its
+// true length across clock changes. (The environment order is the board's: board/environments.ts.)
 import { knownZone, localDate, zonedToInstant } from '../time-zones.js'
-
-/** Where environments go when an account has not ordered them (SPEC §6.3). */
-export const BUILT_IN_ORDER = [
-  'dev',
-  'development',
-  'test',
-  'testing',
-  'qa',
-  'staging',
-  'stage',
-  'preprod',
-  'prod',
-  'production',
-]
-
-export interface EnvironmentSetting {
-  name: string
-  position: number
-  hidden: boolean
-}
-
-/**
- * The environments in board order: those the account placed, by their position; then the rest, the
- * built-in names first (compared without letter case) and then by first sight. Hidden ones are
- * left out unless asked for.
- */
-export function orderEnvironments(
-  seen: readonly { name: string; firstSeenId: number }[],
-  settings: readonly EnvironmentSetting[],
-  options: { includeHidden?: boolean } = {},
-): string[] {
-  const placed = new Map(settings.map((s) => [s.name, s]))
-  const builtIn = (name: string) => {
-    const i = BUILT_IN_ORDER.indexOf(name.toLowerCase())
-    return i === -1 ? BUILT_IN_ORDER.length : i
-  }
-  const names = new Map<string, number>()
-  for (const s of seen)
-    names.set(s.name, Math.min(s.firstSeenId, names.get(s.name) ?? Number.POSITIVE_INFINITY))
-  for (const s of settings) if (!names.has(s.name)) names.set(s.name, Number.POSITIVE_INFINITY)
-  return [...names.entries()]
-    .filter(([name]) => options.includeHidden || !placed.get(name)?.hidden)
-    .sort(([a, aSeen], [b, bSeen]) => {
-      const pa = placed.get(a)
-      const pb = placed.get(b)
-      if (pa && pb) return pa.position - pb.position || a.localeCompare(b)
-      if (pa) return -1
-      if (pb) return 1
-      return builtIn(a) - builtIn(b) || aSeen - bSeen || a.localeCompare(b)
-    })
-    .map(([name]) => name)
-}
 
 /** Whether `zone` is an IANA time zone this runtime knows. */
 export function isTimeZone(zone: string): boolean {

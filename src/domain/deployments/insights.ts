@@ -3,8 +3,8 @@
 // window's metrics in the viewer's time zone (pure functions, tested without a database).
 import type { Kysely } from 'kysely'
 import type { DB } from '../../db/schema.js'
+import { environmentListing } from '../board/environments.js'
 import { daysFrom, isDate, parseDate } from '../instants.js'
-import { environmentListing } from '../services.js'
 import { localDate } from '../time-zones.js'
 import { type Day, localDays, startOfLocalDate } from './calendar.js'
 import { type Measured, type Metrics, spreadOf } from './metrics.js'

@@ -2,8 +2,9 @@
 // GET|POST /get/logs (one app and environment's events), for a key with the read scope.
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { type Static, Type } from 'typebox'
-import { boardCells } from '../../domain/deployments/queries.js'
-import { environmentsInOrder, stallMsOf } from '../../domain/deployments/read-queries.js'
+import { boardCells } from '../../domain/board/cells.js'
+import { environmentsInOrder } from '../../domain/board/environments.js'
+import { stallMsOf } from '../../domain/board/settings.js'
 import { ApiEventSchema, toApiEvent } from '../../domain/events/event.js'
 import { byName, listEventPage } from '../../domain/events/queries.js'
 import { methodNotAllowed } from '../problem.js'

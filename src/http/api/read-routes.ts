@@ -2,11 +2,13 @@
 // /api/v1/metrics, for a key with the read scope or a logged-in browser session.
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { type Static, Type } from 'typebox'
+import { boardCells } from '../../domain/board/cells.js'
+import { environmentsInOrder } from '../../domain/board/environments.js'
+import { stallMsOf } from '../../domain/board/settings.js'
 import { CHAIN_HEAD_HEADER, eventsHeadFor } from '../../domain/chain/heads.js'
 import { coverageOf, dataStart, daySlices, frequencyPerDay } from '../../domain/deployments/coverage.js'
 import { DAY_MS, type Spread } from '../../domain/deployments/metrics.js'
-import { boardCells, listDeployments, metricsForWindow } from '../../domain/deployments/queries.js'
-import { environmentsInOrder, hasService, stallMsOf, teamsOf } from '../../domain/deployments/read-queries.js'
+import { listDeployments, metricsForWindow } from '../../domain/deployments/queries.js'
 import {
   clockSkewed,
   type Deployment,
@@ -16,6 +18,7 @@ import {
 } from '../../domain/deployments/rules.js'
 import { ApiEventSchema, toApiEvent } from '../../domain/events/event.js'
 import { byName, type EventFilter, listEventPage } from '../../domain/events/queries.js'
+import { hasService, teamsOf } from '../../domain/services.js'
 import { EVENT_STATUSES } from '../../domain/text-rules.js'
 import { HttpProblem, methodNotAllowed } from '../problem.js'
 import { problemResponses, READ_SECURITY } from './openapi-schemas.js'

@@ -3,7 +3,7 @@
 import type { ServerResponse } from 'node:http'
 import type { FastifyInstance } from 'fastify'
 import { Type } from 'typebox'
-import { stallMsOf } from '../../domain/deployments/read-queries.js'
+import { stallMsOf } from '../../domain/board/settings.js'
 import { toApiEvent } from '../../domain/events/event.js'
 import { eventMatches, filterIsEmpty } from '../../domain/events/filter-match.js'
 import type { EventFilter } from '../../domain/events/queries.js'

@@ -4,27 +4,33 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import { Type } from 'typebox'
 import { type AuditDetail, recordAudit } from '../../domain/audit/log.js'
-import { boardRows, readBoardInstant } from '../../domain/board.js'
+import { boardCells, firstDeploymentStart } from '../../domain/board/cells.js'
+import {
+  changeEnvironment,
+  environmentListing,
+  isEnvironmentMove,
+  serviceEnvironments,
+} from '../../domain/board/environments.js'
+import { readBoardInstant } from '../../domain/board/instant.js'
+import { boardRows } from '../../domain/board/rows.js'
+import {
+  boardSettings,
+  parseStallMinutes,
+  rotateBadgeToken,
+  setStallMinutes,
+} from '../../domain/board/settings.js'
 import { deploymentDetails } from '../../domain/deployments/details.js'
-import { boardCells, firstDeploymentStart, serviceTimeline } from '../../domain/deployments/queries.js'
+import { serviceTimeline } from '../../domain/deployments/queries.js'
 import { durationMs, outcomeAt } from '../../domain/deployments/rules.js'
 import { renamedTo } from '../../domain/names/rename.js'
 import { getRetention } from '../../domain/operations/retention.js'
 import { counted } from '../../domain/plural.js'
 import {
-  boardSettings,
-  changeEnvironment,
   checkServiceMeta,
-  environmentListing,
-  isEnvironmentMove,
   listServiceMeta,
-  parseStallMinutes,
-  rotateBadgeToken,
   saveServiceMeta,
-  serviceEnvironments,
   serviceExists,
   serviceMeta,
-  setStallMinutes,
 } from '../../domain/services.js'
 import { type SessionUser, takeFlash } from '../../domain/sessions.js'
 import { textProblem } from '../../domain/text-rules.js'

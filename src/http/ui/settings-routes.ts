@@ -16,6 +16,7 @@ import {
   UserExistsError,
 } from '../../domain/accounts.js'
 import { keyLabel, recordAudit } from '../../domain/audit/log.js'
+import { loadBoardSettings } from '../../domain/board/settings.js'
 import {
   createApiKey,
   listApiKeys,
@@ -25,7 +26,6 @@ import {
 } from '../../domain/keys.js'
 import { getRetention, MAX_RETENTION_DAYS } from '../../domain/operations/retention.js'
 import { hashedPassword } from '../../domain/passwords.js'
-import { loadBoardSettings } from '../../domain/services.js'
 import { type SessionUser, takeFlash } from '../../domain/sessions.js'
 import { isUserRole, nameProblem } from '../../domain/text-rules.js'
 import { MAX_ID, parseWholeNumber } from '../../domain/whole-numbers.js'
