@@ -141,12 +141,13 @@ export class TaskRunner {
     if (!scheduled || !this.#started || this.#stopped) return
     if (scheduled.counters.failingFor > 0) return
     if (scheduled.task.standsAside && this.burst.busy) return
-    if (scheduled.running) {
+    // The timer goes when a run starts and comes back as it ends: without one, a run is under way.
+    if (!scheduled.timer) {
       scheduled.soonMs = Math.min(scheduled.soonMs ?? ms, ms)
       return
     }
-    if (scheduled.timer && scheduled.dueAt - performance.now() <= ms) return
-    if (scheduled.timer) clearTimeout(scheduled.timer)
+    if (scheduled.dueAt - performance.now() <= ms) return
+    clearTimeout(scheduled.timer)
     this.#schedule(scheduled, ms)
   }
 
@@ -174,7 +175,8 @@ export class TaskRunner {
     let next = task.intervalMs
     try {
       const asked = await task.run()
-      // A task that stands aside answered standingAside, which read its Ran; for any other only the pause counts.
+      // A task that stands aside answered standingAside, which read its Ran; of any other's Ran only
+      // the pause counts.
       const nextMs = typeof asked === 'object' ? asked.nextMs : asked
       if (typeof nextMs === 'number') next = nextMs
       if (scheduled.soonMs !== null) next = Math.min(next, scheduled.soonMs)
