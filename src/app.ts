@@ -9,7 +9,7 @@ import { announceDerived } from './db/notices.js'
 import { resolveAppSecret } from './domain/app-secret.js'
 import { chainTask } from './domain/chain/chainer.js'
 import { isDatabaseUnavailable, outageLogFor } from './domain/database-errors.js'
-import { DeploymentSync } from './domain/deployments/sync.js'
+import { DEPLOYMENTS_TASK, DeploymentSync } from './domain/deployments/sync.js'
 import { eventStoreFor } from './domain/events/store.js'
 import { versionIndexTask } from './domain/events/version-index.js'
 import { EventWriter } from './domain/events/writer.js'
@@ -17,6 +17,7 @@ import { ApiKeyVerifier, KeyUsageRecorder, keyUsageTask } from './domain/keys.js
 import { CredentialWatch } from './domain/live/credentials.js'
 import { LiveHub } from './domain/live/hub.js'
 import { retentionTask } from './domain/operations/retention.js'
+import { LIVE_DERIVE_DELAY_MS } from './domain/pacing.js'
 import { deleteExpiredSessions } from './domain/sessions.js'
 import { TaskRunner } from './domain/tasks.js'
 import { WebhookSender } from './domain/webhooks/sender.js'
@@ -119,13 +120,10 @@ export async function buildApp(options: BuildOptions): Promise<App> {
     intervalMs: 60 * 60 * 1000,
     run: async () => void (await deleteExpiredSessions(database.db)),
   })
-  // Events this instance stored: background work that can wait (deriving deployments, the chain)
-  // stands aside while they arrive in a burst (src/domain/ingest-burst.ts).
-  let storedEvents = 0
-  writer.onCommit((outcomes) => {
-    for (const outcome of outcomes) if (outcome.kind === 'stored') storedEvents++
-  })
-  const deployments = new DeploymentSync(database, { storedEvents: () => storedEvents })
+  // Events this instance stored: the tasks that can wait (deriving deployments, the chain) stand
+  // aside while they arrive in a burst (the runner's burst policy, src/domain/ingest-burst.ts).
+  writer.onCommit((outcomes) => tasks.burst.stored(outcomes.filter((o) => o.kind === 'stored').length))
+  const deployments = new DeploymentSync(database)
   tasks.add(deployments.task())
   const metrics = new Metrics(database, tasks)
   writer.onCommit((outcomes) => metrics.eventsCommitted(outcomes))
@@ -145,14 +143,14 @@ export async function buildApp(options: BuildOptions): Promise<App> {
   tasks.add(webhooks.task())
   // Tamper evidence: chains events and audit entries off the request path (src/domain/chain/),
   // waiting while a burst of ingest lasts.
-  tasks.add(chainTask(database, { storedEvents: () => storedEvents }, app.log))
+  tasks.add(chainTask(database, {}, app.log))
   tasks.add(retentionTask(database, app.log))
   app.addHook('onReady', async () => tasks.start())
   resources.revocations?.subscribe({
     onRevoked: (digest) => verifier.forgetDigest(digest),
     onGap: () => verifier.clear(),
   })
-  const live = wireLiveUpdates(app, { config, database, writer, deployments, resources })
+  const live = wireLiveUpdates(app, { config, database, writer, deployments, resources, tasks })
   metrics.onStreamClients(() => live.hub.clients())
   app.decorate('shiplog', {
     writer,
@@ -236,9 +234,9 @@ export async function buildApp(options: BuildOptions): Promise<App> {
 }
 
 /**
- * Live updates: a local commit asks for a prompt derivation (at most one every 100 ms), each
- * committed run wakes the hub and, on PostgreSQL, tells the other instances, whose notices wake
- * this hub in turn.
+ * Live updates: a local commit asks the runner for a prompt run of the deployments task (within
+ * LIVE_DERIVE_DELAY_MS; left to its turn during a burst), each committed run wakes the hub and, on
+ * PostgreSQL, tells the other instances, whose notices wake this hub in turn.
  */
 function wireLiveUpdates(
   app: FastifyInstance,
@@ -248,11 +246,11 @@ function wireLiveUpdates(
     writer: EventWriter
     deployments: DeploymentSync
     resources: AppResources
+    tasks: TaskRunner
   },
 ): { hub: LiveHub; credentials: CredentialWatch; stopped(): Promise<void> } {
-  const { config, database, writer, deployments, resources } = parts
+  const { config, database, writer, deployments, resources, tasks } = parts
   const hub = new LiveHub(database, {
-    pollMs: config.streamPollMs,
     onError: (err) => {
       if (!isDatabaseUnavailable(err)) app.log.warn({ err }, 'live updates: could not read new events')
     },
@@ -266,30 +264,12 @@ function wireLiveUpdates(
       if (!isDatabaseUnavailable(err)) app.log.warn({ err }, 'live updates: could not re-check credentials')
     },
   })
-  let timer: NodeJS.Timeout | null = null
-  let deriving: Promise<void> | null = null
-  let closing = false
+  tasks.add(hub.pollTask(config.streamPollMs))
   writer.onCommit((outcomes) => {
-    if (closing || timer || !outcomes.some((o) => o.kind === 'stored')) return
+    if (!outcomes.some((o) => o.kind === 'stored')) return
     // On SQLite only this process streams: with nobody listening the background task suffices.
     if (database.dialect === 'sqlite' && hub.clients() === 0) return
-    // During a burst of ingest the background task derives it after, in large runs: a run every
-    // 100 ms here would take the burst's CPU in small, dear ones (src/domain/ingest-burst.ts).
-    if (deployments.inBurst()) return
-    timer = setTimeout(() => {
-      timer = null
-      if (closing) return
-      deriving = deployments
-        .catchUp(1)
-        .then(() => undefined)
-        .catch(() => {
-          // The background task derives again and reports failures once (TaskRunner).
-        })
-        .finally(() => {
-          deriving = null
-        })
-    }, 100)
-    timer.unref()
+    tasks.runSoon(DEPLOYMENTS_TASK, LIVE_DERIVE_DELAY_MS)
   })
   deployments.onDerived((result) => {
     hub.wake()
@@ -311,11 +291,8 @@ function wireLiveUpdates(
     hub,
     credentials,
     async stopped() {
-      closing = true
-      if (timer) clearTimeout(timer)
       hub.close()
       credentials.close()
-      await deriving
     },
   }
 }

@@ -1,51 +1,78 @@
-// Background work that can wait (chaining, deriving deployments) stands aside while a burst of
-// ingest lasts: on two cores its CPU would otherwise come out of the requests' (deriving deployments
-// at full pace halved POST /deploy on PostgreSQL in `npm run bench`). It is bounded: once it has
-// waited MAX_YIELD_MS since it first waited with work left (one long burst, or bursts with pauses
-// too short to catch up in), the work catches up at its usual pace and waits again only once a run
-// no longer finds more than it can take, so it is never more than MAX_YIELD_MS and one catch-up
-// behind.
-
-/**
- * Events a second stored by this instance above which background work waits: far above what
- * pipelines send (a few a minute), far below what a burst or a load test sends.
- */
-export const BUSY_INGEST = 500
-/** The longest background work waits for one burst before it catches up anyway. */
-export const MAX_YIELD_MS = 30_000
-/** While a burst lasts, how soon the next look comes. */
-export const LOOK_AGAIN_MS = 250
+// The task runner's burst policy (tasks.ts): background work that can wait (deriving deployments,
+// chaining) stands aside while a burst of ingest lasts; on two cores its CPU would otherwise come out
+// of the requests' (deriving deployments at full pace halved POST /deploy on PostgreSQL in
+// `npm run bench`). One load signal says what a burst is: events stored by this instance faster than
+// BUSY_INGEST a second, or an event loop busier than BUSY_LOOP, since the task last looked. It is
+// bounded: once a task has waited MAX_YIELD_MS since it first waited with work left (one long burst,
+// or bursts with pauses too short to catch up in), it catches up at its usual pace and waits again
+// only once a run no longer finds more than it can take, so it is never more than MAX_YIELD_MS and
+// one catch-up behind.
+import { BUSY_INGEST, BUSY_LOOP, LOOK_AGAIN_MS, MAX_YIELD_MS } from './pacing.js'
 
 export interface BurstOptions {
-  /**
-   * Events this instance has stored so far (a running count); while they arrive faster than
-   * `busyIngest` a second, the work waits. Without it only the event loop is looked at.
-   */
-  storedEvents?: () => number
-  /** The ingest rate, events a second, above which the work waits (BUSY_INGEST). */
+  /** The ingest rate, events a second, above which work waits (BUSY_INGEST). */
   busyIngest?: number
-  /**
-   * Event-loop utilisation (0–1) above which the work waits too; unset, the loop is not looked at.
-   * On SQLite a burst saturates the loop; on PostgreSQL the database server does much of the work of
-   * ingest, so a burst seldom does, which is why the ingest rate is looked at as well.
-   */
+  /** Event-loop utilisation (0–1) above which work waits (BUSY_LOOP); above 1 the loop never counts. */
   busyLoop?: number
-  /** The longest the work waits for one burst (MAX_YIELD_MS). */
+  /** The longest work waits for one burst (MAX_YIELD_MS). */
   maxYieldMs?: number
 }
 
-/** One task's view of the bursts: ask `wait()` at the start of each turn, tell `ran()` after. */
-export class IngestBurst {
+/** One per runner: counts what is stored, and hands each task that stands aside a gate of its own. */
+export class BurstPolicy {
+  #stored = 0
+  #busy = false
+  readonly busyIngest: number
+  readonly busyLoop: number
+  readonly maxYieldMs: number
+
+  constructor(options: BurstOptions = {}) {
+    this.busyIngest = options.busyIngest ?? BUSY_INGEST
+    this.busyLoop = options.busyLoop ?? BUSY_LOOP
+    this.maxYieldMs = options.maxYieldMs ?? MAX_YIELD_MS
+  }
+
+  /** Events this instance stored (EventWriter.onCommit): the ingest rate is counted from them. */
+  stored(events: number): void {
+    this.#stored += events
+  }
+
+  /** Events stored so far (a running count). */
+  get storedSoFar(): number {
+    return this.#stored
+  }
+
+  /**
+   * Whether the last look, by any task, found a burst, waiting or catching up: a run asked for
+   * sooner than a task's turn is left to that turn while this holds. Tasks that stand aside look at
+   * least once a second while their runs succeed, and while they fail as often as they are retried.
+   */
+  get busy(): boolean {
+    return this.#busy
+  }
+
+  /** A task's view of the bursts: ask `wait()` at the start of each turn, tell `ran()` after. */
+  gate(): BurstGate {
+    return new BurstGate(this, (busy) => {
+      this.#busy = busy
+    })
+  }
+}
+
+/** The load since the task last looked, and the task's own bound. */
+export class BurstGate {
   #loop = performance.eventLoopUtilization()
   #stored: number
   #lookedAt = performance.now()
   #yieldingSince: number | null = null
   // Waited its bound under a burst: catching up until a run is no longer full.
   #catchingUp = false
-  #busy = false
 
-  constructor(private readonly options: BurstOptions = {}) {
-    this.#stored = options.storedEvents?.() ?? 0
+  constructor(
+    private readonly policy: BurstPolicy,
+    private readonly verdict: (busy: boolean) => void,
+  ) {
+    this.#stored = policy.storedSoFar
   }
 
   /** How long to wait before looking again while a burst lasts, or null: run now. */
@@ -53,33 +80,20 @@ export class IngestBurst {
     const sinceLast = performance.eventLoopUtilization(this.#loop)
     this.#loop = performance.eventLoopUtilization()
     const now = performance.now()
-    const storedNow = this.options.storedEvents?.() ?? 0
+    const storedNow = this.policy.storedSoFar
     const ingestRate = now > this.#lookedAt ? ((storedNow - this.#stored) * 1000) / (now - this.#lookedAt) : 0
     this.#stored = storedNow
     this.#lookedAt = now
-    const busyLoop = this.options.busyLoop
-    const busy =
-      (busyLoop !== undefined && sinceLast.utilization > busyLoop) ||
-      ingestRate > (this.options.busyIngest ?? BUSY_INGEST)
-    this.#busy = busy
+    const busy = sinceLast.utilization > this.policy.busyLoop || ingestRate > this.policy.busyIngest
+    this.verdict(busy)
     if (!this.#catchingUp && busy) {
       // The bound counts from the first wait while work is left: a pause between bursts in which a
       // run or two cannot clear it does not start it again.
       this.#yieldingSince ??= now
-      if (now - this.#yieldingSince < (this.options.maxYieldMs ?? MAX_YIELD_MS)) return LOOK_AGAIN_MS
+      if (now - this.#yieldingSince < this.policy.maxYieldMs) return LOOK_AGAIN_MS
       this.#catchingUp = true
     }
     return null
-  }
-
-  /**
-   * Whether the last look found a burst, waiting or catching up: work that could go elsewhere (a
-   * run sooner than the task's) should leave it to the task while this holds. It is the last look's
-   * verdict: a task looks at least once a second while its runs succeed, and while they fail only as
-   * often as the runner retries them.
-   */
-  get busy(): boolean {
-    return this.#busy
   }
 
   /**

@@ -1,4 +1,7 @@
-// The one shape of background work: named tasks run on a timer, stopped on shutdown, counted per run.
+// The one shape of background work: named tasks run on a timer, stopped on shutdown, counted per run,
+// and those that can wait stand aside while a burst of ingest lasts (the burst policy, ingest-burst.ts).
+import { type BurstGate, BurstPolicy } from './ingest-burst.js'
+import { MAX_BACKOFF_MS } from './pacing.js'
 
 /** The part of a pino (Fastify) logger that the runner writes to. */
 export interface TaskLogger {
@@ -14,10 +17,45 @@ export interface Task {
   readonly intervalMs: number
   readonly firstRunMs?: number
   /**
+   * Work that can wait while a burst of ingest lasts: the runner's burst policy holds its runs back
+   * (at most its bound; ingest-burst.ts), and a run asked for sooner (`runSoon`) is left to its turn
+   * meanwhile. Its runs say whether they left work behind (`Ran`).
+   */
+  readonly standsAside?: boolean
+  /**
    * One run. It may return how long to wait before the next one (a task catching up runs again
    * sooner); otherwise `intervalMs`.
    */
-  run(): Promise<number | undefined> | number | undefined
+  run(): Promise<RunResult> | RunResult
+}
+
+/** A run's answer that says whether work was left: more than the run could take (a full batch). */
+export interface Ran {
+  readonly nextMs: number | undefined
+  readonly more: boolean
+}
+
+export type RunResult = number | undefined | Ran
+
+/**
+ * The task as the runner runs it when it stands aside: each turn first asks the gate, and waits
+ * LOOK_AGAIN_MS instead of running while a burst lasts (within the bound).
+ */
+export function standingAside(task: Task, gate: BurstGate): Task {
+  return {
+    ...task,
+    run: async () => {
+      const wait = gate.wait()
+      if (wait !== null) return wait
+      const result = await task.run()
+      if (typeof result === 'object') {
+        gate.ran(result.more)
+        return result.nextMs
+      }
+      gate.ran(false)
+      return result
+    },
+  }
 }
 
 /** What the runner counts for each task: ready to be exported as metrics. */
@@ -29,21 +67,23 @@ export interface TaskCounters {
   lastRunMs: number
 }
 
-/** Longest pause after repeated failures. */
-const MAX_BACKOFF_MS = 60_000
-
 interface Scheduled {
   task: Task
   counters: TaskCounters
   timer: NodeJS.Timeout | null
+  /** When the timer fires (performance.now()). */
+  dueAt: number
   running: Promise<void> | null
+  /** A run was asked for within this many milliseconds while one was running. */
+  soonMs: number | null
 }
 
 /**
  * Runs tasks one run at a time each, until stopped. A run that fails is logged once with its
  * error; while it keeps failing it is only counted, and retried less and less often (up to a
  * minute); the run that succeeds again says so in one line. `reportFailure` may take a failure
- * over (the database outage log does): then the runner only counts it.
+ * over (the database outage log does): then the runner only counts it. Tasks that stand aside
+ * (`standsAside`) run under `burst`, which the app tells of every event stored.
  */
 export class TaskRunner {
   readonly #tasks = new Map<string, Scheduled>()
@@ -53,15 +93,18 @@ export class TaskRunner {
   constructor(
     private readonly log: TaskLogger,
     private readonly reportFailure: (task: string, err: unknown) => boolean = () => false,
+    readonly burst: BurstPolicy = new BurstPolicy(),
   ) {}
 
   add(task: Task): void {
     if (this.#tasks.has(task.name)) throw new Error(`a task named ${task.name} is already added`)
     const scheduled: Scheduled = {
-      task,
+      task: task.standsAside ? standingAside(task, this.burst.gate()) : task,
       counters: { runs: 0, failures: 0, failingFor: 0, lastRunMs: 0 },
       timer: null,
+      dueAt: 0,
       running: null,
+      soonMs: null,
     }
     this.#tasks.set(task.name, scheduled)
     if (this.#started) this.#schedule(scheduled, task.firstRunMs ?? task.intervalMs)
@@ -87,6 +130,27 @@ export class TaskRunner {
     await Promise.all(running)
   }
 
+  /**
+   * Asks for a run of `name` within `ms`, sooner than its turn (live updates after a commit); asks
+   * that come while one is due sooner share it, and one that comes during a run has the next follow
+   * within `ms`. Left to the task's turn while it fails (it waits its backoff) and, for a task that
+   * stands aside, while a burst lasts: the task then takes the burst in fewer, larger runs.
+   */
+  runSoon(name: string, ms: number): void {
+    const scheduled = this.#tasks.get(name)
+    if (!scheduled || !this.#started || this.#stopped) return
+    if (scheduled.counters.failingFor > 0) return
+    if (scheduled.task.standsAside && this.burst.busy) return
+    // The timer goes when a run starts and comes back as it ends: without one, a run is under way.
+    if (!scheduled.timer) {
+      scheduled.soonMs = Math.min(scheduled.soonMs ?? ms, ms)
+      return
+    }
+    if (scheduled.dueAt - performance.now() <= ms) return
+    clearTimeout(scheduled.timer)
+    this.#schedule(scheduled, ms)
+  }
+
   /** The counters of every task, by name. */
   counters(): Record<string, Readonly<TaskCounters>> {
     return Object.fromEntries([...this.#tasks].map(([name, s]) => [name, { ...s.counters }]))
@@ -94,6 +158,7 @@ export class TaskRunner {
 
   #schedule(scheduled: Scheduled, ms: number): void {
     if (this.#stopped) return
+    scheduled.dueAt = performance.now() + ms
     scheduled.timer = setTimeout(() => {
       scheduled.timer = null
       scheduled.running = this.#run(scheduled).finally(() => {
@@ -110,7 +175,11 @@ export class TaskRunner {
     let next = task.intervalMs
     try {
       const asked = await task.run()
-      if (typeof asked === 'number') next = asked
+      // A task that stands aside answered standingAside, which read its Ran; of any other's Ran only
+      // the pause counts.
+      const nextMs = typeof asked === 'object' ? asked.nextMs : asked
+      if (typeof nextMs === 'number') next = nextMs
+      if (scheduled.soonMs !== null) next = Math.min(next, scheduled.soonMs)
       counters.runs++
       counters.lastRunMs = Date.now() - started
       if (counters.failingFor > 0) {
@@ -134,6 +203,7 @@ export class TaskRunner {
       }
       next = Math.min(task.intervalMs * 2 ** counters.failingFor, MAX_BACKOFF_MS)
     }
+    scheduled.soonMs = null
     this.#schedule(scheduled, next)
   }
 }

@@ -1,14 +1,15 @@
 // Prometheus metrics: the instruments (one registry per app), the hooks that feed them and GET /metrics.
 import { createHash, timingSafeEqual } from 'node:crypto'
 import type { FastifyInstance, FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify'
-import { sql } from 'kysely'
-import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client'
+import { Counter, Gauge, Histogram, Registry } from 'prom-client'
 import type { Database } from '../db/connect.js'
 import type { EventSource, EventStatus } from '../db/schema.js'
 import type { CatchUpResult } from '../domain/deployments/store.js'
 import type { RecordOutcome } from '../domain/events/store.js'
 import type { TaskRunner } from '../domain/tasks.js'
 import { BACKLOG_COUNT_CAP, totalBacklog } from '../domain/webhooks/cursor.js'
+import { countDeploymentsByOutcome, DEPLOYMENT_OUTCOMES, type DeploymentOutcome } from './metrics-counts.js'
+import { processMetrics } from './metrics-process.js'
 import { HttpProblem, methodNotAllowed, sendProblem } from './problem.js'
 
 /** How long the deployments-by-outcome figures are reused between scrapes (one grouped query each). */
@@ -19,8 +20,6 @@ export const UNMATCHED_ROUTE = 'unmatched'
 
 const SOURCES: readonly EventSource[] = ['put-get', 'put-post', 'deploy']
 const STATUSES: readonly EventStatus[] = ['Deploying', 'Deployed', 'Failed']
-const OUTCOMES = ['in_progress', 'succeeded', 'failed', 'stalled'] as const
-type DeploymentOutcome = (typeof OUTCOMES)[number]
 // Node's parser accepts some thirty methods; the label keeps the ones routes use and folds the rest.
 const METHODS = new Set(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'])
 
@@ -31,69 +30,6 @@ const METHODS = new Set(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIO
  */
 export const WEBHOOK_OUTCOMES = ['delivered', 'failed', 'abandoned', 'refused'] as const
 export type WebhookOutcome = (typeof WEBHOOK_OUTCOMES)[number]
-
-/**
- * Process metrics (CPU, memory, event loop, GC) belong to the process, not to one app: collected
- * once into a registry of their own and appended to every app's scrape, so tests that build many
- * apps in one process do not start a set of observers for each.
- */
-let processRegistry: Registry | null = null
-function processMetrics(): Registry {
-  if (!processRegistry) {
-    processRegistry = new Registry()
-    collectDefaultMetrics({ register: processRegistry, prefix: 'shiplog_' })
-    renameTotalGauges(processRegistry)
-  }
-  return processRegistry
-}
-
-/** The parts of `process` prom-client reads for its totals (internal, hence not in @types/node). */
-interface ProcessInternals {
-  _getActiveHandles?: () => unknown[]
-  _getActiveRequests?: () => unknown[]
-  getActiveResourcesInfo?: () => string[]
-}
-
-/**
- * prom-client's default set has three gauges named `…_total`, a suffix Prometheus keeps for
- * counters (`promtool check metrics` refuses them). They are replaced by the same figures under
- * gauge names: shiplog_nodejs_{handles,requests,resources}_active.
- */
-function renameTotalGauges(registry: Registry): void {
-  const internals = process as unknown as ProcessInternals
-  const renamed = [
-    [
-      'active_handles_total',
-      'handles_active',
-      'Active libuv handles (all types).',
-      internals._getActiveHandles,
-    ],
-    [
-      'active_requests_total',
-      'requests_active',
-      'Active libuv requests (all types).',
-      internals._getActiveRequests,
-    ],
-    [
-      'active_resources_total',
-      'resources_active',
-      'Active resources keeping the event loop alive (all types).',
-      internals.getActiveResourcesInfo,
-    ],
-  ] as const
-  for (const [old, name, help, read] of renamed) {
-    registry.removeSingleMetric(`shiplog_nodejs_${old}`)
-    if (typeof read !== 'function') continue
-    new Gauge({
-      name: `shiplog_nodejs_${name}`,
-      help,
-      registers: [registry],
-      collect() {
-        this.set(read.call(process).length)
-      },
-    })
-  }
-}
 
 /** Routes whose responses stay open (server-sent events): counted, but left out of the latency histogram. */
 const LONG_LIVED_ROUTES = new Set(['/api/v1/stream'])
@@ -179,7 +115,7 @@ export class Metrics {
           self.#collectFailures.inc({ collector: 'deployments' })
           return null
         })
-        if (counts) for (const outcome of OUTCOMES) this.set({ outcome }, counts[outcome])
+        if (counts) for (const outcome of DEPLOYMENT_OUTCOMES) this.set({ outcome }, counts[outcome])
       },
     })
     if (this.database.dialect === 'postgres') {
@@ -378,44 +314,6 @@ export class Metrics {
       if (this.#deploymentCounts === entry) this.#deploymentCounts = null
     })
     return counts
-  }
-}
-
-/**
- * Deployments by outcome across all accounts (SPEC §6.1): finished ones by result, open ones
- * stalled when older than their account's stall time, else in progress. Three counts that the
- * indexes answer (all rows by the primary key, successes by their partial index, open rows with
- * their account's stall time) rather than one GROUP BY, which sorted every row: at a million
- * deployments on SQLite that took 0.6 to 2 s, these about a quarter of it.
- */
-export async function countDeploymentsByOutcome(
-  database: Database,
-  now: number,
-): Promise<Record<DeploymentOutcome, number>> {
-  const { db } = database
-  const total = await db
-    .selectFrom('deployments')
-    .select((eb) => eb.fn.countAll<number | string>().as('n'))
-    .executeTakeFirstOrThrow()
-  const succeeded = await db
-    .selectFrom('deployments')
-    .select((eb) => eb.fn.countAll<number | string>().as('n'))
-    .where('result', '=', 'succeeded')
-    .executeTakeFirstOrThrow()
-  const { rows } = await sql<{ n: number | string; stalled: number | string | null }>`
-    SELECT COUNT(*) AS n,
-      SUM(CASE WHEN d.started_at < CAST(${now} AS BIGINT) - a.stall_minutes * 60000 THEN 1 ELSE 0 END) AS stalled
-    FROM deployments d JOIN accounts a ON a.id = d.account_id
-    WHERE d.finished_at IS NULL`.execute(db)
-  const open = Number(rows[0]?.n ?? 0)
-  const stalled = Number(rows[0]?.stalled ?? 0)
-  return {
-    in_progress: open - stalled,
-    stalled,
-    succeeded: Number(succeeded.n),
-    // Every finished deployment that did not succeed failed (result is succeeded or failed).
-    // (The three counts are separate reads: a run deriving between them can move one by a few.)
-    failed: Math.max(0, Number(total.n) - Number(succeeded.n) - open),
   }
 }
 

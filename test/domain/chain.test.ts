@@ -18,8 +18,16 @@ import {
   rowDigest,
   streamSpec,
 } from '../../src/domain/chain/canonical.js'
-import { chainCaughtUp, chainLag, chainOnce, chainTask } from '../../src/domain/chain/chainer.js'
+import {
+  type ChainOptions,
+  chainCaughtUp,
+  chainLag,
+  chainOnce,
+  chainTask,
+} from '../../src/domain/chain/chainer.js'
 import { currentHead, parseHead, verifyChains } from '../../src/domain/chain/verify.js'
+import { type BurstOptions, BurstPolicy } from '../../src/domain/ingest-burst.js'
+import { standingAside } from '../../src/domain/tasks.js'
 import { addTenant, buildTestApp, type Cleanup, freshDatabaseUrl, testDialect } from '../helper.js'
 import { deploy, userSession } from '../support/ui.js'
 
@@ -503,8 +511,8 @@ test('the task logs the heads (a copy outside the database) once they move, and 
     warn: () => {},
     info: (_: unknown, message: string) => void lines.push(message),
   }
-  // busyLoop above 1: never waits for the loop (this test's own work keeps it busy).
-  const task = chainTask(database, { batch: 2, busyLoop: 2 }, log)
+  // As the runner runs it; busyLoop above 1: never waits for the loop (this test's own work keeps it busy).
+  const task = standingAside(chainTask(database, { batch: 2 }, log), new BurstPolicy({ busyLoop: 2 }).gate())
   assert.equal(await task.run(), undefined, 'nothing to chain: the normal interval')
   assert.deepEqual(lines, [], 'no head yet, nothing logged')
   for (let i = 0; i < 5; i++) await addEvent(database, accountId, `1.0.${i}`)
@@ -513,7 +521,7 @@ test('the task logs the heads (a copy outside the database) once they move, and 
   for (let i = 0; i < 5 && (await chainLag(database)).events > 0; i++) await chainOnce(database)
   const head = await currentHead(database.db, 'events')
   assert.ok(head)
-  const fresh = chainTask(database, { busyLoop: 2 }, log)
+  const fresh = chainTask(database, {}, log)
   await fresh.run()
   assert.equal(lines.length, 1)
   assert.match(lines[0] ?? '', new RegExp(`^chain heads ${head} \\(keep a copy`))
@@ -528,7 +536,10 @@ test('the task waits while the event loop is saturated (a burst of ingest), but 
     const end = performance.now() + ms
     while (performance.now() < end) {}
   }
-  const patient = chainTask(database, { maxYieldMs: 60_000 }, quiet)
+  /** The task as the runner runs it (it stands aside), under a burst policy of its own. */
+  const gated = (options: ChainOptions, burst: BurstOptions) =>
+    standingAside(chainTask(database, options, quiet), new BurstPolicy(burst).gate())
+  const patient = gated({}, { maxYieldMs: 60_000 })
   spin(300)
   assert.equal(await patient.run(), 250, 'a saturated loop: look again soon')
   assert.equal((await chainLag(database)).events, 3, 'nothing chained during the burst')
@@ -537,7 +548,7 @@ test('the task waits while the event loop is saturated (a burst of ingest), but 
   assert.equal((await chainLag(database)).events, 0, 'chained once the loop eased')
 
   for (let i = 3; i < 6; i++) await addEvent(database, accountId, `2.0.${i}`)
-  const bounded = chainTask(database, { maxYieldMs: 0 }, quiet)
+  const bounded = gated({}, { maxYieldMs: 0 })
   spin(300)
   await bounded.run()
   assert.equal((await chainLag(database)).events, 0, 'past its bound it chains even under load')
@@ -545,7 +556,7 @@ test('the task waits while the event loop is saturated (a burst of ingest), but 
   // Under load that never eases, once past its bound it keeps catching up (batch after batch, busy
   // loop or not) until nothing waits, and only then waits again.
   for (let i = 6; i < 13; i++) await addEvent(database, accountId, `2.0.${i}`)
-  const sustained = chainTask(database, { maxYieldMs: 200, batch: 2 }, quiet)
+  const sustained = gated({ batch: 2 }, { maxYieldMs: 200 })
   spin(300)
   assert.equal(await sustained.run(), 250, 'within its bound it waits')
   spin(300)
@@ -563,15 +574,15 @@ test('the task waits while events arrive faster than its bound (a burst on Postg
   const { database, accountId } = await setUp(t)
   const quiet = { debug: () => {}, warn: () => {}, info: () => {} }
   for (let i = 0; i < 3; i++) await addEvent(database, accountId, `3.0.${i}`)
-  let stored = 0
-  const task = chainTask(database, { storedEvents: () => stored, busyIngest: 500, maxYieldMs: 60_000 }, quiet)
+  const burst = new BurstPolicy({ busyIngest: 500, maxYieldMs: 60_000 })
+  const task = standingAside(chainTask(database, {}, quiet), burst.gate())
   const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
   await pause(100)
-  stored += 1000 // 1,000 events in about 100 ms: 10,000 a second
+  burst.stored(1000) // 1,000 events in about 100 ms: 10,000 a second
   assert.equal(await task.run(), 250, 'a burst: look again soon')
   assert.equal((await chainLag(database)).events, 3, 'nothing chained during the burst')
   await pause(200)
-  stored += 10 // 10 events in 200 ms: 50 a second
+  burst.stored(10) // 10 events in 200 ms: 50 a second
   await task.run()
   assert.equal((await chainLag(database)).events, 0, 'chained once the burst eased')
 })

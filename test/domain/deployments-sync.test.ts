@@ -1,7 +1,8 @@
-// The deployments' background task (src/domain/deployments/sync.ts) stands aside while a burst of
-// ingest lasts and derives the burst after it; a read derives what it shows even during one; under a
-// burst that never eases it derives once it has waited its bound, and waits again only once nothing
-// is left; live updates' own runs are left to it while a burst lasts (inBurst). Both databases.
+// The deployments' background task (src/domain/deployments/sync.ts), run as the task runner runs it
+// (it stands aside: standingAside), waits while a burst of ingest lasts and derives the burst after
+// it; a read derives what it shows even during one; under a burst that never eases it derives once
+// it has waited its bound, and waits again only once nothing is left; live updates' own runs are left
+// to it while a burst lasts (the policy's verdict, `busy`). Both databases.
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import { parseDatabaseUrl } from '../../src/config.js'
@@ -9,7 +10,9 @@ import { type Database, openDatabase } from '../../src/db/connect.js'
 import { migrateToLatest } from '../../src/db/migrate.js'
 import { deploymentsBehind } from '../../src/domain/deployments/store.js'
 import { DeploymentSync } from '../../src/domain/deployments/sync.js'
-import { LOOK_AGAIN_MS } from '../../src/domain/ingest-burst.js'
+import { type BurstOptions, BurstPolicy } from '../../src/domain/ingest-burst.js'
+import { LOOK_AGAIN_MS } from '../../src/domain/pacing.js'
+import { standingAside, type Task } from '../../src/domain/tasks.js'
 import { addTenant, type Cleanup, freshDatabaseUrl } from '../helper.js'
 import { expectedDeployments, storedDeployments } from '../support/deployments.js'
 
@@ -56,21 +59,26 @@ async function derivedCount(database: Database): Promise<number> {
 
 const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
 
+/** The task under a burst policy of its own, as the runner runs it; only the ingest rate counts. */
+function underPolicy(sync: DeploymentSync, options: BurstOptions): { burst: BurstPolicy; task: Task } {
+  const burst = new BurstPolicy({ busyLoop: 2, ...options })
+  return { burst, task: standingAside(sync.task(), burst.gate()) }
+}
+
 test('the task waits while a burst of ingest lasts and derives it after; a read derives what it shows meanwhile', async (t) => {
   const { database, accountId } = await setUp(t)
-  let stored = 0
-  const sync = new DeploymentSync(database, { storedEvents: () => stored, maxYieldMs: 60_000 })
+  const sync = new DeploymentSync(database)
+  const { burst, task } = underPolicy(sync, { maxYieldMs: 60_000 })
   const derivedRuns: number[] = []
   sync.onDerived((result) => derivedRuns.push(result.events))
-  const task = sync.task()
 
   await deployOnce(database, accountId, '1.0.0')
   await pause(100)
   // A million events since the last look: a burst however slowly this machine runs the test.
-  stored += 1_000_000
-  assert.equal(sync.inBurst(), false, 'no burst seen yet')
+  burst.stored(1_000_000)
+  assert.equal(burst.busy, false, 'no burst seen yet')
   assert.equal(await task.run(), LOOK_AGAIN_MS, 'a burst: look again soon')
-  assert.equal(sync.inBurst(), true, 'live updates leave the burst to the task')
+  assert.equal(burst.busy, true, 'live updates leave the burst to the task')
   assert.equal(await derivedCount(database), 0, 'nothing derived during the burst')
   assert.equal(await deploymentsBehind(database.db), true)
   assert.deepEqual(derivedRuns, [])
@@ -83,13 +91,13 @@ test('the task waits while a burst of ingest lasts and derives it after; a read 
 
   await deployOnce(database, accountId, '1.0.1')
   await pause(100)
-  stored += 1_000_000
+  burst.stored(1_000_000)
   assert.equal(await task.run(), LOOK_AGAIN_MS, 'the burst goes on')
   assert.equal(await derivedCount(database), 1)
   await pause(200)
-  stored += 10 // 10 events in 200 ms: 50 a second
+  burst.stored(10) // 10 events in 200 ms: 50 a second
   assert.equal(await task.run(), undefined, 'the burst eased: derived, nothing left')
-  assert.equal(sync.inBurst(), false)
+  assert.equal(burst.busy, false)
   assert.equal(await deploymentsBehind(database.db), false)
   assert.deepEqual(await storedDeployments(database), await expectedDeployments(database))
   assert.deepEqual(derivedRuns, [2, 2])
@@ -97,13 +105,11 @@ test('the task waits while a burst of ingest lasts and derives it after; a read 
 
 test('under a burst that never eases the task derives once it has waited its bound, then waits again', async (t) => {
   const { database, accountId } = await setUp(t)
-  let stored = 0
-  const sync = new DeploymentSync(database, { storedEvents: () => stored, maxYieldMs: 300 })
-  const task = sync.task()
+  const { burst: policy, task } = underPolicy(new DeploymentSync(database), { maxYieldMs: 300 })
   /** Events keep arriving for `ms`, far faster than the bound however slowly the test runs. */
   const burst = async (ms: number) => {
     await pause(ms)
-    stored += ms * 10_000
+    policy.stored(ms * 10_000)
   }
 
   await deployOnce(database, accountId, '2.0.0')
@@ -112,7 +118,7 @@ test('under a burst that never eases the task derives once it has waited its bou
   assert.equal(await derivedCount(database), 0)
   await burst(350)
   assert.equal(await task.run(), undefined, 'past its bound it derives, burst or not, until nothing is left')
-  assert.equal(sync.inBurst(), true, 'the burst goes on: live updates still leave it to the task')
+  assert.equal(policy.busy, true, 'the burst goes on: live updates still leave it to the task')
   assert.equal(await deploymentsBehind(database.db), false)
   assert.deepEqual(await storedDeployments(database), await expectedDeployments(database))
 
@@ -128,12 +134,10 @@ test('under a burst that never eases the task derives once it has waited its bou
 
 test('a catch-up past the bound ends once a run is not full, though something always waits (a gap)', async (t) => {
   const { database, accountId } = await setUp(t)
-  let stored = 0
-  const sync = new DeploymentSync(database, { storedEvents: () => stored, maxYieldMs: 300 })
-  const task = sync.task()
+  const { burst: policy, task } = underPolicy(new DeploymentSync(database), { maxYieldMs: 300 })
   const burst = async (ms: number) => {
     await pause(ms)
-    stored += ms * 10_000
+    policy.stored(ms * 10_000)
   }
   await deployOnce(database, accountId, '4.0.0')
   // Ids PostgreSQL handed out to transactions not committed yet: derivation waits for them, so
@@ -159,11 +163,12 @@ test('a catch-up past the bound ends once a run is not full, though something al
   assert.equal(await derivedCount(database), 1)
 })
 
-test('without a count of stored events (no ingest in this process) the task derives at once', async (t) => {
+test("the task itself derives at once and says whether it left a full batch; standing aside is the runner's", async (t) => {
   const { database, accountId } = await setUp(t)
   const task = new DeploymentSync(database).task()
+  assert.equal(task.standsAside, true)
   await deployOnce(database, accountId, '3.0.0')
-  assert.equal(await task.run(), undefined)
+  assert.deepEqual(await task.run(), { nextMs: undefined, more: false })
   assert.equal(await derivedCount(database), 1)
   assert.equal(await deploymentsBehind(database.db), false)
 })

@@ -17,7 +17,7 @@
 import { sql, type Transaction } from 'kysely'
 import type { Database, PostgresHandle, SqliteHandle, SqlReader } from '../../db/connect.js'
 import type { DB } from '../../db/schema.js'
-import { type BurstOptions, IngestBurst } from '../ingest-burst.js'
+import { CHAIN_INTERVAL_MS, HOLE_SETTLE_MS, MIN_CHAIN_PAUSE_MS } from '../pacing.js'
 import type { Task, TaskLogger } from '../tasks.js'
 import {
   type ChainRow,
@@ -32,15 +32,12 @@ import { currentHead } from './verify.js'
 
 /** Rows chained per stream per run. */
 export const CHAIN_BATCH = 2000
-/** How soon a gap being waited for is looked at again. */
-export const HOLE_SETTLE_MS = 100
 /** The most: after this a gap is passed whatever still runs (a commit later is then "inserted"). */
 export const HOLE_GRACE_MS = 60_000
 
-/** The task waits while a burst of ingest lasts (ingest-burst.ts); busyLoop is BUSY_LOOP unless set. */
-export interface ChainOptions extends BurstOptions {
+export interface ChainOptions {
   batch?: number
-  /** How soon a gap being waited for is looked at again (the task). */
+  /** How soon a gap being waited for is looked at again (the task; HOLE_SETTLE_MS). */
   settleMs?: number
   graceMs?: number
   now?: () => number
@@ -293,16 +290,13 @@ export async function chainLag(database: Database): Promise<Record<StreamSpec['n
 /** How often the task writes the current heads to the log (a copy outside the database). */
 export const HEAD_LOG_INTERVAL_MS = 10 * 60_000
 
-/** Event-loop utilisation above which the chain waits for ingest to ease off. */
-export const BUSY_LOOP = 0.85
-
 /**
  * The background task: a run a second while idle; while rows wait, the next run follows after
- * twice as long as this one took (at least 20 ms), so chaining takes at most about a third of the
- * event loop from ingest; a gap being waited for is looked at again after HOLE_SETTLE_MS. While the
- * event loop is busier than BUSY_LOOP, or events arrive faster than BUSY_INGEST a second (a burst
- * of ingest; src/domain/ingest-burst.ts), the chain waits, for at most MAX_YIELD_MS: a burst is
- * answered at full speed and chained right after it. Under load that never eases, once it has waited that long it catches up
+ * twice as long as this one took (at least MIN_CHAIN_PAUSE_MS), so chaining takes at most about a
+ * third of the event loop from ingest; a gap being waited for is looked at again after
+ * HOLE_SETTLE_MS. It stands aside while a burst of ingest lasts (the runner's burst policy,
+ * src/domain/ingest-burst.ts), for at most MAX_YIELD_MS: a burst is answered at full speed and
+ * chained right after it. Under load that never eases, once it has waited that long it catches up
  * at its usual pace, busy or not, and only waits again once nothing is left to chain: it is never
  * more than MAX_YIELD_MS and one catch-up behind. Every HEAD_LOG_INTERVAL_MS, when the chain moved,
  * it logs both heads: a log shipped elsewhere then holds heads that `shiplog verify --head` can
@@ -311,17 +305,15 @@ export const BUSY_LOOP = 0.85
 export function chainTask(database: Database, options: ChainOptions = {}, log?: TaskLogger): Task {
   let lastLogged = 0
   let loggedHeads = ''
-  const burst = new IngestBurst({ ...options, busyLoop: options.busyLoop ?? BUSY_LOOP })
   return {
     name: 'chain',
-    intervalMs: 1000,
+    intervalMs: CHAIN_INTERVAL_MS,
     firstRunMs: 0,
+    standsAside: true,
     run: async () => {
-      const wait = burst.wait()
-      if (wait !== null) return wait
       const started = performance.now()
       const results = await chainOnce(database, options)
-      burst.ran(results.some((r) => r.more))
+      const more = results.some((r) => r.more)
       if (log && Date.now() - lastLogged >= HEAD_LOG_INTERVAL_MS) {
         const heads = [await currentHead(database.db, 'events'), await currentHead(database.db, 'audit')]
           .filter((h) => h !== null)
@@ -336,9 +328,10 @@ export function chainTask(database: Database, options: ChainOptions = {}, log?: 
         }
       }
       if (results.some((r) => r.more && r.waitingAt === null))
-        return Math.max(20, 2 * (performance.now() - started))
-      if (results.some((r) => r.waitingAt !== null)) return options.settleMs ?? HOLE_SETTLE_MS
-      return undefined
+        return { nextMs: Math.max(MIN_CHAIN_PAUSE_MS, 2 * (performance.now() - started)), more }
+      if (results.some((r) => r.waitingAt !== null))
+        return { nextMs: options.settleMs ?? HOLE_SETTLE_MS, more }
+      return { nextMs: undefined, more }
     },
   }
 }

@@ -2,7 +2,7 @@
 // arrived, and a wait that every read of deployments calls first, so an event the server has
 // acknowledged shows on the next page or API answer (read-your-writes).
 import type { Database } from '../../db/connect.js'
-import { type BurstOptions, IngestBurst } from '../ingest-burst.js'
+import { DEPLOYMENTS_INTERVAL_MS, MIN_BACKLOG_PAUSE_MS } from '../pacing.js'
 import type { Task } from '../tasks.js'
 import { CATCH_UP_BATCH, type CatchUpResult, catchUpDeployments, deploymentsBehind } from './store.js'
 
@@ -17,25 +17,14 @@ const RUN_BATCH = 5 * CATCH_UP_BATCH
 /** Runs a reader may wait for before it answers with what is derived so far (50,000 events). */
 const MAX_RUNS_PER_READ = 10
 
-/**
- * While events still wait after a run, the shortest pause before the next: long enough that under
- * steady ingest each run takes what arrived over a few hundred milliseconds, not the few events of
- * the last instant (reads do not wait for it: they derive what they need themselves).
- */
-const MIN_BACKLOG_PAUSE_MS = 200
+/** The background task's name: live updates ask the runner for a run of it by name. */
+export const DEPLOYMENTS_TASK = 'deployments'
 
 export class DeploymentSync {
   #running: Promise<boolean> | null = null
   readonly #listeners: Array<(result: CatchUpResult) => void> = []
-  readonly #burst: IngestBurst
 
-  /** `burst`: what tells the background task that a burst of ingest lasts (ingest-burst.ts). */
-  constructor(
-    private readonly database: Database,
-    burst: BurstOptions = {},
-  ) {
-    this.#burst = new IngestBurst(burst)
-  }
+  constructor(private readonly database: Database) {}
 
   /**
    * Derives the events that wait, if any, before a read. Concurrent readers share one run; a run
@@ -47,15 +36,6 @@ export class DeploymentSync {
       if (!(await deploymentsBehind(this.database.db))) return
       await this.catchUp(MAX_RUNS_PER_READ, RUN_BATCH)
     }
-  }
-
-  /**
-   * Whether the background task last found a burst of ingest: a run sooner than the task's (live
-   * updates ask for one after each commit) should be left to the task meanwhile, which derives the
-   * burst in fewer, larger runs.
-   */
-  inBurst(): boolean {
-    return this.#burst.busy
   }
 
   /**
@@ -94,31 +74,27 @@ export class DeploymentSync {
   /**
    * The background task: a run a second while idle; while a backlog remains, the next run follows
    * after twice as long as this one took (at least MIN_BACKLOG_PAUSE_MS), so deriving takes at most
-   * about a third of the event loop from ingest under load. While a burst of ingest lasts (more than
-   * BUSY_INGEST events a second stored here) it waits, for at most MAX_YIELD_MS, and derives the
+   * about a third of the event loop from ingest under load. It stands aside while a burst of ingest
+   * lasts (the runner's burst policy, ingest-burst.ts), for at most MAX_YIELD_MS, and derives the
    * burst after it in large runs: deriving at full pace during one halved POST /deploy on PostgreSQL.
-   * Reads derive what they need themselves, so pages and the API are never behind; live updates,
-   * webhooks and metrics follow the task.
+   * Reads derive what they need themselves, so pages and the API are never behind; live updates
+   * (which ask the runner for a run soon after a commit), webhooks and metrics follow the task.
    */
   task(): Task {
     return {
-      name: 'deployments',
-      intervalMs: 1000,
+      name: DEPLOYMENTS_TASK,
+      intervalMs: DEPLOYMENTS_INTERVAL_MS,
       firstRunMs: 0,
+      standsAside: true,
       run: async () => {
-        const wait = this.#burst.wait()
-        if (wait !== null) return wait
-        if (!(await deploymentsBehind(this.database.db))) {
-          // Reads may have derived what the task waited for.
-          this.#burst.ran(false)
-          return undefined
-        }
+        // Reads may have derived what the task waited for.
+        if (!(await deploymentsBehind(this.database.db))) return { nextMs: undefined, more: false }
         const started = performance.now()
         // A catch-up past the burst bound lasts while runs come back full, not while anything at all
         // waits: under steady ingest a little always has arrived since the run read its batch.
-        this.#burst.ran(await this.catchUp(1, RUN_BATCH))
-        if (!(await deploymentsBehind(this.database.db))) return undefined
-        return Math.max(MIN_BACKLOG_PAUSE_MS, 2 * (performance.now() - started))
+        const more = await this.catchUp(1, RUN_BATCH)
+        if (!(await deploymentsBehind(this.database.db))) return { nextMs: undefined, more }
+        return { nextMs: Math.max(MIN_BACKLOG_PAUSE_MS, 2 * (performance.now() - started)), more }
       },
     }
   }

@@ -5,6 +5,8 @@ import type { Database } from '../../db/connect.js'
 import type { DB, EventRow } from '../../db/schema.js'
 import { rowToDeployment } from '../deployments/derivation.js'
 import type { Deployment } from '../deployments/rules.js'
+import { LIVE_POLL_MS } from '../pacing.js'
+import type { Task } from '../tasks.js'
 
 /** One new event and the deployment it belongs to (null if none holds it). */
 export interface LiveItem {
@@ -177,8 +179,6 @@ async function lateItems(
 }
 
 export interface LiveHubOptions {
-  /** Fallback poll while listeners are connected (notices can be missed). */
-  pollMs?: number
   onError?: (err: unknown) => void
 }
 
@@ -186,7 +186,7 @@ export interface LiveHubOptions {
  * One per process. `wake()` when something may have been derived (here, or on another instance);
  * the hub reads how far derivation got and sends each account's new events to its listeners.
  * Work is serialised: a listener joins (with its replay) between two wake-ups, so it misses nothing
- * and gets nothing twice.
+ * and gets nothing twice. Notices can be missed: `pollTask` looks now and then as well.
  */
 export class LiveHub {
   readonly #listeners = new Map<number, Set<LiveListener>>()
@@ -198,7 +198,6 @@ export class LiveHub {
   #gaps: IdRange[] = []
   #chain: Promise<void> = Promise.resolve()
   #wakePending = false
-  #poll: NodeJS.Timeout | null = null
   #closed = false
 
   constructor(
@@ -252,7 +251,6 @@ export class LiveHub {
       this.#listeners.set(listener.accountId, set)
       // An id from the future (another instance that had sent further) is not replayed twice later.
       this.#cursors.set(listener, Math.max(through, since ?? 0))
-      this.#startPolling()
     })
   }
 
@@ -262,7 +260,6 @@ export class LiveHub {
     set.delete(listener)
     this.#cursors.delete(listener)
     if (set.size === 0) this.#listeners.delete(listener.accountId)
-    if (this.#listeners.size === 0) this.#stopPolling()
   }
 
   /** Something may have been derived: look (coalesced; at most one look waits behind the current one). */
@@ -275,10 +272,25 @@ export class LiveHub {
     })
   }
 
-  /** Stops polling; the streams themselves are ended by their owner. */
+  /**
+   * The fallback look, on the task runner: every `intervalMs` while listeners are connected (with
+   * none it reads nothing), a run that ends once the look is done.
+   */
+  pollTask(intervalMs = LIVE_POLL_MS): Task {
+    return {
+      name: 'live-poll',
+      intervalMs,
+      run: async () => {
+        this.wake()
+        await this.#chain
+        return undefined
+      },
+    }
+  }
+
+  /** Wakes no more; the streams themselves are ended by their owner. */
   close(): void {
     this.#closed = true
-    this.#stopPolling()
   }
 
   /**
@@ -338,16 +350,5 @@ export class LiveHub {
     const run = this.#chain.then(work)
     this.#chain = run.catch((err: unknown) => this.options.onError?.(err))
     return run
-  }
-
-  #startPolling(): void {
-    if (this.#poll || this.#closed) return
-    this.#poll = setInterval(() => this.wake(), this.options.pollMs ?? 2000)
-    this.#poll.unref()
-  }
-
-  #stopPolling(): void {
-    if (this.#poll) clearInterval(this.#poll)
-    this.#poll = null
   }
 }

@@ -6,17 +6,17 @@ import { request as httpRequest, type IncomingMessage } from 'node:http'
 import { request as httpsRequest } from 'node:https'
 import { sql } from 'kysely'
 import type { Database } from '../../db/connect.js'
-import type { DeliveryRow, DeploymentRow, EventRow, WebhookRow } from '../../db/schema.js'
+import type { DeliveryRow, WebhookRow } from '../../db/schema.js'
 import { recordAudit, SYSTEM_ACTOR, webhookLabel } from '../audit/log.js'
+import { WEBHOOK_INTERVAL_MS } from '../pacing.js'
 import type { Task } from '../tasks.js'
 import { topUpWebhooks } from './cursor.js'
+import { payloadInput } from './payload-input.js'
 import {
   DISABLE_AFTER_MS,
   grafanaRequest,
   jsonPayload,
   nextAttemptDelay,
-  type Outcome,
-  type PayloadInput,
   signatureHeader,
   slackPayload,
 } from './rules.js'
@@ -134,10 +134,6 @@ export function sendRequest(
   })
 }
 
-function iso(ms: number | null): string | null {
-  return ms === null ? null : new Date(Number(ms)).toISOString()
-}
-
 export class WebhookSender {
   /** Webhooks this process has said are failing: said once, until one of their deliveries succeeds. */
   readonly #failing = new Set<number>()
@@ -148,7 +144,7 @@ export class WebhookSender {
   ) {}
 
   task(): Task {
-    const interval = this.options.intervalMs ?? 1000
+    const interval = this.options.intervalMs ?? WEBHOOK_INTERVAL_MS
     return {
       name: 'webhook-delivery',
       intervalMs: interval,
@@ -210,66 +206,9 @@ export class WebhookSender {
     return rows.sort((a, b) => Number(a.id) - Number(b.id))
   }
 
-  async #payloadInput(d: DeliveryRow): Promise<PayloadInput | null> {
-    const db = this.database.db
-    const event = (await db
-      .selectFrom('events')
-      .selectAll()
-      .where('id', '=', Number(d.event_id))
-      .executeTakeFirst()) as EventRow | undefined
-    if (!event) return null
-    const deployment =
-      d.deployment_id === null
-        ? undefined
-        : ((await db
-            .selectFrom('deployments')
-            .selectAll()
-            .where('id', '=', Number(d.deployment_id))
-            .executeTakeFirst()) as DeploymentRow | undefined)
-    const publicUrl = this.options.publicUrl
-    return {
-      deliveryId: d.delivery_id,
-      kind: d.kind,
-      event: {
-        id: Number(event.id),
-        service: event.service,
-        environment: event.environment,
-        version: event.version,
-        status: event.status,
-        receivedAt: new Date(Number(event.received_at)).toISOString(),
-        deployer: event.deployer,
-        url: event.url,
-        commit: event.commit_sha,
-        description: event.description,
-      },
-      deployment: deployment
-        ? {
-            id: Number(deployment.id),
-            service: deployment.service,
-            environment: deployment.environment,
-            version: deployment.version,
-            startedAt: new Date(Number(deployment.started_at)).toISOString(),
-            finishedAt: iso(deployment.finished_at),
-            result: deployment.result as Outcome | null,
-            // None while open, nor when its end was received "before" its start (clocks that disagree).
-            durationSeconds:
-              deployment.finished_at === null ||
-              Number(deployment.finished_at) < Number(deployment.started_at)
-                ? null
-                : Math.round((Number(deployment.finished_at) - Number(deployment.started_at)) / 1000),
-            rollback: Number(deployment.rollback) === 1,
-          }
-        : null,
-      // The service's page under the name its deployments have now (a renamed one's old page is gone).
-      serviceUrl: publicUrl
-        ? `${publicUrl}/services/${encodeURIComponent(deployment?.service ?? event.service)}`
-        : null,
-    }
-  }
-
   async #deliver(webhook: WebhookRow, d: DeliveryRow): Promise<void> {
     const db = this.database.db
-    const input = await this.#payloadInput(d)
+    const input = await payloadInput(this.database.db, d, this.options.publicUrl)
     if (!input) {
       await this.#record(
         webhook,
