@@ -3,12 +3,12 @@
 import { randomBytes } from 'node:crypto'
 import type { Kysely } from 'kysely'
 import type { DB } from '../db/schema.js'
+import { textProblem } from '../text-rules.js'
 import { withTransaction } from './audit/transaction.js'
 import { type EnvironmentSetting, orderEnvironments } from './deployments/calendar.js'
 import { environmentsOfService, seenEnvironments } from './deployments/queries.js'
 import { type DeploymentOutcome, outcomeAt } from './deployments/rules.js'
 import { rowToDeployment } from './deployments/store.js'
-import { textProblem } from './text-rules.js'
 import { parseWholeNumber } from './whole-numbers.js'
 
 /** Bounds of the stall time setting, in minutes: a minute to a week. */
