@@ -202,7 +202,9 @@ export function readEnvironment(env: NodeJS.ProcessEnv): Environment {
   }
   if (Value.Check(ENVIRONMENT, values)) return values
   // Each value was checked against its own schema above: this would be a mistake in readVariable.
-  throw new Error(`configuration values do not fit their schema: ${JSON.stringify(values)}`)
+  // Names only: the values include secrets.
+  const names = Value.Errors(ENVIRONMENT, values).map((error) => error.instancePath)
+  throw new Error(`configuration values do not fit their schema: ${names.join(', ')}`)
 }
 
 /** One variable's value (its default when unset), or the ConfigError that says what is wrong. */
