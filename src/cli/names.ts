@@ -7,7 +7,7 @@ import { cliActor } from '../domain/audit/log.js'
 import { BACKLOG_BATCH, catchUpDeployments } from '../domain/deployments/store.js'
 import { deleteServiceAudited, renameAudited } from '../domain/names/audited.js'
 import { checkRename, type NameKind } from '../domain/names/rename.js'
-import { printableName } from '../domain/text-rules.js'
+import { printableName } from '../text-rules.js'
 import { CliError, reportFailure, withDatabase } from './common.js'
 
 export const NAMES_USAGE = `  services rename --account NAME FROM TO

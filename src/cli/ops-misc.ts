@@ -14,7 +14,7 @@ import {
 } from '../domain/operations/retention.js'
 import { keepBeside } from '../domain/operations/secret-travel.js'
 import { counted } from '../domain/plural.js'
-import { printableName } from '../domain/text-rules.js'
+import { printableName } from '../text-rules.js'
 import { CliError, reportFailure, withDatabase } from './common.js'
 
 export const OPS_USAGE = `  backup --out FILE [--force]        a consistent copy of the SQLite database while the

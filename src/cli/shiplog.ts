@@ -27,7 +27,6 @@ import {
 } from '../domain/keys.js'
 import { hashedPassword, passwordProblem } from '../domain/passwords.js'
 import { counted } from '../domain/plural.js'
-import { isUserRole, nameProblem, printableName, USER_ROLES } from '../domain/text-rules.js'
 import {
   createWebhook,
   deleteWebhook,
@@ -38,6 +37,7 @@ import {
 import { webhookOpens } from '../domain/webhooks/secrets.js'
 import { PACKAGE_JSON } from '../paths.js'
 import { serveUntilSignalled } from '../server.js'
+import { isUserRole, nameProblem, printableName, USER_ROLES } from '../text-rules.js'
 import { CliError, reportFailure, withDatabase } from './common.js'
 import { importCommand } from './import.js'
 import { migrate } from './migrate-command.js'

@@ -1,9 +1,9 @@
 // Accounts (teams) and their users.
 import type { Kysely } from 'kysely'
 import type { Account, DB, User, UserRole } from '../db/schema.js'
+import { nameProblem, textProblem } from '../text-rules.js'
 import { withTransaction } from './audit/transaction.js'
 import { type HashedPassword, hashOf } from './passwords.js'
-import { nameProblem, textProblem } from './text-rules.js'
 
 /** Null when acceptable, else the reason in words. */
 export function accountNameProblem(name: string): string | null {

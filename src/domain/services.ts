@@ -3,7 +3,7 @@
 // order, stall time, badge token) are in board/.
 import type { Kysely } from 'kysely'
 import type { DB } from '../db/schema.js'
-import { textProblem } from './text-rules.js'
+import { textProblem } from '../text-rules.js'
 
 export interface ServiceMeta {
   name: string

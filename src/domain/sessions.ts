@@ -2,7 +2,7 @@
 import { createCipheriv, createDecipheriv, createHash, randomBytes } from 'node:crypto'
 import type { Kysely } from 'kysely'
 import type { DB, UserRole } from '../db/schema.js'
-import { sha256Hex } from './text-rules.js'
+import { sha256Hex } from '../text-rules.js'
 
 export const SESSION_LIFETIME_MS = 14 * 24 * 60 * 60 * 1000
 // Extending the session on every page view would be a write per request; once a while is enough.

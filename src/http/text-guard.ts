@@ -2,7 +2,7 @@
 // (PostgreSQL cannot hold U+0000 in text) are refused before any handler runs.
 import type { FastifyInstance, FastifyRequest } from 'fastify'
 import type { FieldError } from '../domain/events/event.js'
-import { hasNul, namesNothing } from '../domain/text-rules.js'
+import { hasNul, namesNothing } from '../text-rules.js'
 import { HttpProblem } from './problem.js'
 
 /** How deep a parsed body is searched; deeper nesting is refused by the routes' schemas anyway. */

@@ -6,7 +6,7 @@ import { parseDatabaseUrl } from '../../src/config.js'
 import { openDatabase } from '../../src/db/connect.js'
 import { ensureAccount } from '../../src/domain/accounts.js'
 import { createApiKey } from '../../src/domain/keys.js'
-import { nameProblem, printableName } from '../../src/domain/text-rules.js'
+import { nameProblem, printableName } from '../../src/text-rules.js'
 import { freshDatabaseUrl } from '../helper.js'
 import { processEnv, runCli } from '../support/processes.js'
 

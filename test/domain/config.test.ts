@@ -105,3 +105,44 @@ test('behind a proxy without SHIPLOG_PUBLIC_URL the operator is warned; with it,
   )
   assert.deepEqual(configurationWarnings(loadConfig(base)), [])
 })
+
+test('a blank optional variable is unset; a blank one with a default is refused, except where blank means the default', () => {
+  const base = { DATABASE_URL: 'sqlite::memory:' }
+  const config = loadConfig({ ...base, SHIPLOG_PUBLIC_URL: '  ', REDIS_URL: '', SHIPLOG_METRICS_TOKEN: '' })
+  assert.deepEqual([config.publicUrl, config.redisUrl, config.metricsToken], [null, null, null])
+  assert.throws(() => loadConfig({ ...base, PORT: '' }), /PORT must be a whole number, got ""/)
+  assert.throws(() => loadConfig({ ...base, HOST: ' ' }), /HOST must not be empty/)
+  assert.throws(() => loadConfig({ ...base, SHIPLOG_KEY_CACHE_SECONDS: '' }), /must be a whole number/)
+  // Tokens are taken as given: spaces are not a missing token but a bad one.
+  assert.throws(() => loadConfig({ ...base, SHIPLOG_METRICS_TOKEN: ' ' }), /printable ASCII without spaces/)
+  assert.equal(loadConfig({ ...base, SHIPLOG_TRUST_PROXY: '' }).trustProxy, false)
+  assert.equal(loadConfig({ ...base, PORT: '1' }, { port: ' 9090 ' }).port, 9090, '--port wins over PORT')
+})
+
+test('single sign-on names follow the rule for every name: no C1 controls or text-direction overrides', () => {
+  const sso = {
+    DATABASE_URL: 'sqlite::memory:',
+    SHIPLOG_PUBLIC_URL: 'https://shiplog.example.com',
+    SHIPLOG_OIDC_ISSUER: 'https://id.example.com',
+    SHIPLOG_OIDC_CLIENT_ID: 'shiplog',
+    SHIPLOG_OIDC_CLIENT_SECRET: 's3cret',
+    SHIPLOG_OIDC_ACCOUNT_BY_DOMAIN: 'example.com=Acme',
+  }
+  assert.equal(loadConfig({ ...sso, SHIPLOG_OIDC_NAME: ' ' }).oidc?.name, 'single sign-on')
+  // The account is made at first sign-in under this name; Settings and the CLI refuse such a name,
+  // and so must the configuration (its own copy of the check let these through).
+  assert.throws(
+    () => loadConfig({ ...sso, SHIPLOG_OIDC_ACCOUNT_BY_DOMAIN: 'example.com=Ac\u202eme' }),
+    /SHIPLOG_OIDC_ACCOUNT_BY_DOMAIN: the account name for "example.com" must be 1 to 100 printable characters/,
+  )
+  assert.throws(
+    () => loadConfig({ ...sso, SHIPLOG_OIDC_NAME: 'Acme\u009b' }),
+    /SHIPLOG_OIDC_NAME must be at most 60 printable characters/,
+  )
+  // Length is counted in characters, as for any name.
+  const long = '\u{1f680}'.repeat(100)
+  assert.deepEqual(
+    loadConfig({ ...sso, SHIPLOG_OIDC_ACCOUNT_BY_GROUP: `ops=${long}` }).oidc?.accountByGroup,
+    [['ops', long]],
+  )
+})

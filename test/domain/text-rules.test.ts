@@ -3,12 +3,7 @@
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import fc from 'fast-check'
-import {
-  hasControlCharacter,
-  nameProblem,
-  REFUSED_CHARACTER,
-  textProblem,
-} from '../../src/domain/text-rules.js'
+import { hasControlCharacter, nameProblem, REFUSED_CHARACTER, textProblem } from '../../src/text-rules.js'
 
 /** Each refused range's first and last code point, and its neighbours on either side. */
 const EDGES = [

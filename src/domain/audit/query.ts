@@ -2,9 +2,9 @@
 // first, paged by id (keyset) so a page costs the same however long the log grows.
 import { type Kysely, sql } from 'kysely'
 import type { AuditActorKind, DB } from '../../db/schema.js'
+import { hasControlCharacter } from '../../text-rules.js'
 import { csvCell } from '../events/export/format.js'
 import { parseTimeBound } from '../events/queries.js'
-import { hasControlCharacter } from '../text-rules.js'
 import { knownZone } from '../time-zones.js'
 import { MAX_ID, parseWholeNumber } from '../whole-numbers.js'
 import { type AuditAction, type AuditDetail, isAuditAction } from './log.js'

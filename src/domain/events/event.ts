@@ -1,7 +1,7 @@
 // Deployment events: validating what callers send and turning stored rows into the public shape.
 import { type Static, Type } from 'typebox'
 import type { EventRow, EventStatus } from '../../db/schema.js'
-import { canonicalStatus, characterCount, STATUS_CHOICES, textProblem } from '../text-rules.js'
+import { canonicalStatus, characterCount, STATUS_CHOICES, textProblem } from '../../text-rules.js'
 import { checkEventTime, type EventTimeBounds } from './event-time.js'
 
 /** A validated event, ready to store. */

@@ -2,14 +2,14 @@
 import { type Kysely, type RawBuilder, sql } from 'kysely'
 import type { DialectName } from '../../config.js'
 import type { DB, EventRow, EventStatus } from '../../db/schema.js'
-import { instantOf, precisionMs, readInstant } from '../instants.js'
 import {
   canonicalStatus,
   characterCount,
   hasControlCharacter,
   isWellFormedText,
   STATUS_CHOICES,
-} from '../text-rules.js'
+} from '../../text-rules.js'
+import { instantOf, precisionMs, readInstant } from '../instants.js'
 import { knownZone, zonedToInstant } from '../time-zones.js'
 import { MAX_ID, parseWholeNumber } from '../whole-numbers.js'
 import { type FieldError, LIMITS } from './event.js'

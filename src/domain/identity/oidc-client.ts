@@ -4,7 +4,7 @@ import type { Kysely } from 'kysely'
 import * as oidc from 'openid-client'
 import type { OidcConfig } from '../../config.js'
 import type { DB } from '../../db/schema.js'
-import { sha256Hex } from '../text-rules.js'
+import { sha256Hex } from '../../text-rules.js'
 import type { RefusalReason } from './mapping.js'
 
 /** How long a person may take at the provider between leaving Shiplog and coming back. */

@@ -2,10 +2,10 @@
 import { randomBytes } from 'node:crypto'
 import type { Kysely } from 'kysely'
 import type { DB, UserRole } from '../../db/schema.js'
+import { sha256Hex } from '../../text-rules.js'
 import { ensureAccount, findUserInAccount } from '../accounts.js'
 import { type AuditActor, recordAudit } from '../audit/log.js'
 import { createSession } from '../sessions.js'
-import { sha256Hex } from '../text-rules.js'
 
 /**
  * A password hash no password matches (verifyPassword only accepts `scrypt$…`): users made at

@@ -5,6 +5,7 @@
 // webhooks' later deliveries follow at once.
 import { type Kysely, sql } from 'kysely'
 import type { DB } from '../../db/schema.js'
+import { nameProblem } from '../../text-rules.js'
 import { withTransaction } from '../audit/transaction.js'
 import {
   type BatchStart,
@@ -24,7 +25,6 @@ import {
   rawNames,
 } from '../deployments/name-aliases.js'
 import { LIMITS } from '../events/event.js'
-import { nameProblem } from '../text-rules.js'
 
 export type NameKind = 'service' | 'environment'
 

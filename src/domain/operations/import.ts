@@ -11,10 +11,10 @@
 import { createHash } from 'node:crypto'
 import type { Database } from '../../db/connect.js'
 import type { EventSource } from '../../db/schema.js'
+import { characterCount, textProblem } from '../../text-rules.js'
 import { DEPLOY_NAMES, type EventInput, type FieldError, validateEventFields } from '../events/event.js'
 import { checkEventTime, type EventTimeBounds } from '../events/event-time.js'
 import { eventStoreFor, type PendingEvent } from '../events/store.js'
-import { characterCount, textProblem } from '../text-rules.js'
 import { type ImportFormat, readSource } from './import-read.js'
 
 /** Rows written per transaction. */

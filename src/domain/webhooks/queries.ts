@@ -2,7 +2,7 @@
 import { randomBytes } from 'node:crypto'
 import { type Kysely, sql } from 'kysely'
 import type { DB, DeliveryRow, EventStatus, WebhookFormat, WebhookRow } from '../../db/schema.js'
-import { textProblem } from '../text-rules.js'
+import { textProblem } from '../../text-rules.js'
 import { FORMATS, OUTCOMES, STATUSES } from './rules.js'
 import { sealSecret } from './secrets.js'
 import { checkWebhookUrl } from './ssrf.js'

@@ -6,13 +6,8 @@ import type { FastifyInstance, FastifyRequest } from 'fastify'
 import type { FieldError } from '../../domain/events/event.js'
 import type { EventFilter } from '../../domain/events/queries.js'
 import { parseInstant } from '../../domain/instants.js'
-import {
-  characterCount,
-  EVENT_STATUSES,
-  hasControlCharacter,
-  isWellFormedText,
-} from '../../domain/text-rules.js'
 import { parseWholeNumber } from '../../domain/whole-numbers.js'
+import { characterCount, EVENT_STATUSES, hasControlCharacter, isWellFormedText } from '../../text-rules.js'
 import { HttpProblem } from '../problem.js'
 
 /** Fields as the client sent them: query text, form text, or JSON values of any type. */

@@ -19,7 +19,7 @@ import {
 import { ApiEventSchema, toApiEvent } from '../../domain/events/event.js'
 import { byName, type EventFilter, listEventPage } from '../../domain/events/queries.js'
 import { hasService, teamsOf } from '../../domain/services.js'
-import { EVENT_STATUSES } from '../../domain/text-rules.js'
+import { EVENT_STATUSES } from '../../text-rules.js'
 import { HttpProblem, methodNotAllowed } from '../problem.js'
 import { problemResponses, READ_SECURITY } from './openapi-schemas.js'
 import { type ReadOptions, readerOf, requireReader } from './read-auth.js'

@@ -33,8 +33,8 @@ import {
   serviceMeta,
 } from '../../domain/services.js'
 import { type SessionUser, takeFlash } from '../../domain/sessions.js'
-import { textProblem } from '../../domain/text-rules.js'
 import { MAX_ID, parseWholeNumber } from '../../domain/whole-numbers.js'
+import { textProblem } from '../../text-rules.js'
 import { errorPage } from '../../views/auth-pages.js'
 import { boardPage, DOT_NAME_SEGMENT, servicePath } from '../../views/board-page.js'
 import { type ServicePageData, servicePage, type TimelineSection } from '../../views/service-page.js'

@@ -1,7 +1,8 @@
 // The rules for text that people and pipelines send: characters allowed, how length is counted,
-// status spelling, names and roles. Ingest, filters, accounts, keys, Settings and the CLI all use these.
+// status spelling, names and roles. Ingest, filters, accounts, keys, Settings, the CLI and the
+// configuration all use these, so the module sits below them all and imports nothing but types.
 import { createHash } from 'node:crypto'
-import type { EventStatus, UserRole } from '../db/schema.js'
+import type { EventStatus, UserRole } from './db/schema.js'
 
 export const EVENT_STATUSES: readonly EventStatus[] = ['Deploying', 'Deployed', 'Failed']
 export const USER_ROLES: readonly UserRole[] = ['admin', 'member']
