@@ -1,5 +1,5 @@
-// The operator command: serve, migrate, users create|set-password, keys create|list|revoke,
-// deployments rebuild, webhooks create|list|delete.
+// The operator command: its help, and which module runs each command (users.ts, keys.ts,
+// webhooks.ts, names.ts, ops-*.ts…); serve, deployments rebuild and verify are run here.
 import { readFileSync } from 'node:fs'
 import { parseArgs } from 'node:util'
 import { loadConfig } from '../config.js'

@@ -55,7 +55,10 @@ export interface AuditSource {
   readonly address: string | null
 }
 
-/** The person a change is credited to in its own row (a key's or webhook's created_by): the user's email, else `cli`. */
+/**
+ * Who a new key or webhook is credited to in its own row (created_by): a user by email and id,
+ * anyone else by the actor's kind (`cli` from the command line).
+ */
 export function createdByOf(actor: AuditActor): { createdBy: string; createdByUserId: number | null } {
   return actor.kind === 'user'
     ? { createdBy: actor.name, createdByUserId: actor.id }
