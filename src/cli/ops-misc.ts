@@ -3,15 +3,11 @@
 import { parseArgs } from 'node:util'
 import { loadConfig } from '../config.js'
 import { findAccountByName } from '../domain/accounts.js'
-import { cliActor, recordAudit } from '../domain/audit/log.js'
+import { cliSource } from '../domain/audit/log.js'
 import { backupSqlite, pgDumpAdvice } from '../domain/operations/backup.js'
 import { type CheckLine, formatCheck, runDoctor } from '../domain/operations/doctor.js'
-import {
-  describeRetention,
-  getRetention,
-  parseRetention,
-  setRetention,
-} from '../domain/operations/retention.js'
+import { describeRetention, parseRetention } from '../domain/operations/retention.js'
+import { setRetentionAudited } from '../domain/operations/retention-setting.js'
 import { keepBeside } from '../domain/operations/secret-travel.js'
 import { counted } from '../domain/plural.js'
 import { printableName } from '../text-rules.js'
@@ -77,19 +73,7 @@ export function retentionCommand(sub: string | undefined, args: string[]): Promi
       await withDatabase(async (database) => {
         const account = await findAccountByName(database.db, accountName)
         if (!account) throw new CliError(`account "${printableName(accountName.trim())}" does not exist`)
-        await database.db.transaction().execute(async (trx) => {
-          const before = await getRetention(trx, account.id)
-          if (before === days) return
-          await setRetention(trx, account.id, days)
-          await recordAudit(trx, {
-            accountId: account.id,
-            actor: cliActor(),
-            address: null,
-            action: 'settings.changed',
-            target: 'retention',
-            details: { from_days: before, to_days: days },
-          })
-        })
+        await setRetentionAudited(database.db, account.id, days, cliSource())
         process.stderr.write(
           `account "${printableName(account.name)}" keeps events ${days === null ? 'forever' : `for ${describeRetention(days)}; older ones are pruned by the server in the background`}\n`,
         )

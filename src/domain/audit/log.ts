@@ -48,6 +48,23 @@ export function isAuditAction(value: string): value is AuditAction {
 /** A value in `details`: plain data only. Secrets never go here (keys, passwords, tokens, hashes). */
 export type AuditDetail = string | number | boolean | null | readonly string[]
 
+/** Who makes a change and from where: what an audited domain command takes from its caller. */
+export interface AuditSource {
+  readonly actor: AuditActor
+  /** The client's address as the server saw it (request.ip), null from the command line. */
+  readonly address: string | null
+}
+
+/**
+ * Who a new key or webhook is credited to in its own row (created_by): a user by email and id,
+ * anyone else by the actor's kind (`cli` from the command line).
+ */
+export function createdByOf(actor: AuditActor): { createdBy: string; createdByUserId: number | null } {
+  return actor.kind === 'user'
+    ? { createdBy: actor.name, createdByUserId: actor.id }
+    : { createdBy: actor.kind, createdByUserId: null }
+}
+
 export interface AuditEntryInput {
   /** The account the action belongs to; null when there is none (a failed login for no account). */
   readonly accountId: number | null
@@ -98,6 +115,11 @@ export async function recordAudit(db: Kysely<DB>, entry: AuditEntryInput): Promi
  */
 export function cliActor(): AuditActor {
   return { kind: 'cli', id: null, name: `cli (${operatingSystemUser()})` }
+}
+
+/** cliActor() as an audited domain command takes it: the command line has no address. */
+export function cliSource(): AuditSource {
+  return { actor: cliActor(), address: null }
 }
 
 function operatingSystemUser(): string {

@@ -1,7 +1,7 @@
 // Who did it and from where, for an audit entry made while answering a request: the signed-in
 // user, else the API key that authenticated the request, else nobody known.
 import type { FastifyRequest } from 'fastify'
-import type { AuditActor } from '../../domain/audit/log.js'
+import type { AuditActor, AuditSource } from '../../domain/audit/log.js'
 import type { SessionUser } from '../../domain/sessions.js'
 
 /** The actor of the request: `user` when given (the handler's checked user), else the session's. */
@@ -19,4 +19,9 @@ export function keyActor(key: { id: number; name: string }): AuditActor {
 /** actor, address and account of a signed-in user's request, ready to spread into recordAudit. */
 export function auditFrom(request: FastifyRequest, user: SessionUser) {
   return { accountId: user.accountId, actor: requestActor(request, user), address: request.ip }
+}
+
+/** Who and from where, for an audited domain command called while answering a signed-in user. */
+export function auditSource(request: FastifyRequest, user: SessionUser): AuditSource {
+  return { actor: requestActor(request, user), address: request.ip }
 }

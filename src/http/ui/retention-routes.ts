@@ -1,15 +1,10 @@
 // Settings → Retention: an admin sets how many days the account keeps its events (or forever).
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
-import { recordAudit } from '../../domain/audit/log.js'
-import {
-  describeRetention,
-  getRetention,
-  parseRetention,
-  setRetention,
-} from '../../domain/operations/retention.js'
+import { describeRetention, parseRetention } from '../../domain/operations/retention.js'
+import { setRetentionAudited } from '../../domain/operations/retention-setting.js'
 import { errorPage } from '../../views/auth-pages.js'
-import { auditFrom } from './audit-context.js'
+import { auditSource } from './audit-context.js'
 import type { UiContext } from './context.js'
 
 const text = (maxLength: number) => Type.Optional(Type.String({ maxLength }))
@@ -42,17 +37,7 @@ export const retentionRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app,
         422,
       )
     }
-    await db.transaction().execute(async (trx) => {
-      const before = await getRetention(trx, user.accountId)
-      if (before === parsed) return
-      await setRetention(trx, user.accountId, parsed)
-      await recordAudit(trx, {
-        ...auditFrom(request, user),
-        action: 'settings.changed',
-        target: 'retention',
-        details: { from_days: before, to_days: parsed },
-      })
-    })
+    await setRetentionAudited(db, user.accountId, parsed, auditSource(request, user))
     return ctx.redirectWithFlash(reply, user, '/settings/#retention-heading', {
       notice:
         parsed === null

@@ -2,37 +2,26 @@
 import { randomBytes } from 'node:crypto'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { FastifyReply, FastifyRequest } from 'fastify'
-import type { Kysely } from 'kysely'
 import { Type } from 'typebox'
-import type { DB } from '../../db/schema.js'
-import {
-  changeRole,
-  createUser,
-  emailProblem,
-  LastAdminError,
-  listUsers,
-  removeUser,
-  resetPassword,
-  UserExistsError,
-} from '../../domain/accounts.js'
-import { keyLabel, recordAudit } from '../../domain/audit/log.js'
+import { emailProblem, LastAdminError, listUsers, UserExistsError } from '../../domain/accounts.js'
 import { loadBoardSettings } from '../../domain/board/settings.js'
-import {
-  createApiKey,
-  listApiKeys,
-  parseScopes,
-  revokeApiKeyEverywhere,
-  scopesFromColumn,
-} from '../../domain/keys.js'
+import { createApiKeyAudited, revokeApiKeyAudited } from '../../domain/keys/commands.js'
+import { listApiKeys, parseScopes } from '../../domain/keys.js'
 import { getRetention, MAX_RETENTION_DAYS } from '../../domain/operations/retention.js'
 import { hashedPassword } from '../../domain/passwords.js'
 import { type SessionUser, takeFlash } from '../../domain/sessions.js'
+import {
+  changeRoleAudited,
+  createUserAudited,
+  removeUserAudited,
+  resetPasswordAudited,
+} from '../../domain/users/commands.js'
 import { MAX_ID, parseWholeNumber } from '../../domain/whole-numbers.js'
 import { isUserRole, nameProblem } from '../../text-rules.js'
 import { boardSettingsSections } from '../../views/board-settings.js'
 import { retentionSection, type SettingsPageData, settingsPage } from '../../views/settings-page.js'
 import { HttpProblem } from '../problem.js'
-import { auditFrom } from './audit-context.js'
+import { auditSource } from './audit-context.js'
 import type { UiContext } from './context.js'
 import { ssoSettingsSection } from './sso-routes.js'
 
@@ -94,16 +83,6 @@ function oneTimePassword(): string {
     out += alphabet[(bytes[i] ?? 0) % alphabet.length]
   }
   return out
-}
-
-/** A user of the account as it is before a change, for the audit entry's "from". */
-function userOf(trx: Kysely<DB>, accountId: number, userId: number) {
-  return trx
-    .selectFrom('users')
-    .select(['email', 'role'])
-    .where('id', '=', userId)
-    .where('account_id', '=', accountId)
-    .executeTakeFirst()
 }
 
 export const settingsRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app, ctx) => {
@@ -176,22 +155,12 @@ export const settingsRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app, 
     const scopes = parseScopes(names.join(','))
     if (!scopes) errors.push('Choose what the key may do: ingest, read, or both.')
     if (errors.length > 0 || !scopes) return render(request, reply, user, { errors }, 422)
-    const { key } = await db.transaction().execute(async (trx) => {
-      const created = await createApiKey(trx, {
-        accountId: user.accountId,
-        name,
-        scopes,
-        createdBy: user.email,
-        createdByUserId: user.userId,
-      })
-      await recordAudit(trx, {
-        ...auditFrom(request, user),
-        action: 'key.created',
-        target: keyLabel(created.row),
-        details: { scopes: [...scopes] },
-      })
-      return created
-    })
+    const { key } = await createApiKeyAudited(
+      db,
+      user.accountId,
+      { name, scopes },
+      auditSource(request, user),
+    )
     // Kept server-side for the next page view only: never in a URL, and reloading shows it no more.
     return ctx.redirectWithFlash(reply, user, '/settings/', {
       secret: { kind: 'key', label: name, value: key },
@@ -201,18 +170,12 @@ export const settingsRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app, 
   app.post('/settings/keys/:id/revoke', ID_FORM, async (request, reply) => {
     const user = admin(request, reply)
     if (!user) return reply
-    const row = await revokeApiKeyEverywhere(
+    const row = await revokeApiKeyAudited(
       ctx.database,
       user.accountId,
       String(idParam(request, noSuchKey)),
+      auditSource(request, user),
       ctx.verifier,
-      (trx, revoked) =>
-        recordAudit(trx, {
-          ...auditFrom(request, user),
-          action: 'key.revoked',
-          target: keyLabel(revoked),
-          details: { scopes: scopesFromColumn(revoked.scopes) },
-        }),
     )
     if (!row) throw noSuchKey()
     return ctx.redirectWithFlash(reply, user, '/settings/', {
@@ -234,22 +197,12 @@ export const settingsRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app, 
     // Hashed before the transaction begins (passwords.ts: HashedPassword).
     const hashed = await hashedPassword(password)
     try {
-      const created = await db.transaction().execute(async (trx) => {
-        const added = await createUser(trx, {
-          accountId: user.accountId,
-          email,
-          password: hashed,
-          role,
-          oneTimePassword: true,
-        })
-        await recordAudit(trx, {
-          ...auditFrom(request, user),
-          action: 'user.added',
-          target: added.email,
-          details: { role: added.role, via: 'settings (one-time password)' },
-        })
-        return added
-      })
+      const created = await createUserAudited(
+        db,
+        { id: user.accountId },
+        { email, password: hashed, role, oneTimePassword: true, via: 'settings (one-time password)' },
+        auditSource(request, user),
+      )
       return ctx.redirectWithFlash(reply, user, '/settings/', {
         notice: `${created.email} is added as ${created.role}.`,
         secret: { kind: 'password', label: created.email, value: password },
@@ -280,19 +233,7 @@ export const settingsRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app, 
       }
       const id = idParam(request, noSuchUser)
       const refused = await keepingAnAdmin(() =>
-        db.transaction().execute(async (trx) => {
-          const before = await userOf(trx, user.accountId, id)
-          if (!before || !(await changeRole(trx, user.accountId, id, role))) return false
-          if (before.role !== role) {
-            await recordAudit(trx, {
-              ...auditFrom(request, user),
-              action: 'user.role_changed',
-              target: before.email,
-              details: { from: before.role, to: role },
-            })
-          }
-          return true
-        }),
+        changeRoleAudited(db, user.accountId, id, role, auditSource(request, user)),
       )
       if (refused) return render(request, reply, user, { errors: [refused] }, 409)
       return ctx.redirectWithFlash(reply, user, '/settings/', { notice: 'The role is changed.' })
@@ -306,28 +247,21 @@ export const settingsRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app, 
     if (id === user.userId) {
       return render(request, reply, user, { errors: ['Change your own password under "Your account".'] }, 409)
     }
-    const target = (await listUsers(db, user.accountId)).find((u) => u.id === id)
     const password = oneTimePassword()
     const hashed = await hashedPassword(password)
     // Scoped to the admin's account: another account's user id is "no such user".
-    const reset =
-      target !== undefined &&
-      (await db.transaction().execute(async (trx) => {
-        if (!(await resetPassword(trx, user.accountId, id, hashed, { oneTime: true }))) return false
-        await recordAudit(trx, {
-          ...auditFrom(request, user),
-          action: 'password.changed',
-          target: target.email,
-          details: { how: 'admin reset (one-time password)' },
-        })
-        return true
-      }))
-    if (!target || !reset) {
-      throw noSuchUser()
-    }
+    const email = await resetPasswordAudited(
+      db,
+      user.accountId,
+      id,
+      hashed,
+      { oneTime: true, how: 'admin reset (one-time password)' },
+      auditSource(request, user),
+    )
+    if (email === undefined) throw noSuchUser()
     return ctx.redirectWithFlash(reply, user, '/settings/', {
-      notice: `${target.email} has a new one-time password and was logged out everywhere.`,
-      secret: { kind: 'password', label: target.email, value: password },
+      notice: `${email} has a new one-time password and was logged out everywhere.`,
+      secret: { kind: 'password', label: email, value: password },
     })
   })
 
@@ -339,17 +273,7 @@ export const settingsRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app, 
       return render(request, reply, user, { errors: ['You cannot remove yourself.'] }, 409)
     }
     const refused = await keepingAnAdmin(() =>
-      db.transaction().execute(async (trx) => {
-        const before = await userOf(trx, user.accountId, id)
-        if (!before || !(await removeUser(trx, user.accountId, id))) return false
-        await recordAudit(trx, {
-          ...auditFrom(request, user),
-          action: 'user.removed',
-          target: before.email,
-          details: { role: before.role },
-        })
-        return true
-      }),
+      removeUserAudited(db, user.accountId, id, auditSource(request, user)),
     )
     if (refused) return render(request, reply, user, { errors: [refused] }, 409)
     return ctx.redirectWithFlash(reply, user, '/settings/', {

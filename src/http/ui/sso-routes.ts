@@ -17,6 +17,7 @@ import type { SafeHtml } from '../../views/html.js'
 import { signInSection, ssoRefusedPage } from '../../views/sso-pages.js'
 import { HttpProblem, methodNotAllowed } from '../problem.js'
 import { checkRateLimit } from '../rate-limit.js'
+import { auditSource } from './audit-context.js'
 import { safeNext, type UiContext } from './context.js'
 
 /** The cookie that ties a pending sign-in to the browser that started it. */
@@ -215,10 +216,7 @@ export const ssoRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app, ctx) 
         notice: `Password login stays on: sign in once with ${sso.settings.name} yourself first, so you know it works for you.`,
       })
     }
-    const changed = await setPasswordLogin(db, user.accountId, wanted === 'on', {
-      actor: { kind: 'user', id: user.userId, name: user.email },
-      address: request.ip,
-    })
+    const changed = await setPasswordLogin(db, user.accountId, wanted === 'on', auditSource(request, user))
     // An admin who turned it off from a password session ended that session too.
     if (changed && wanted === 'off' && !(await sessionExists(db, user.sessionId))) {
       ctx.clearSessionCookie(reply)

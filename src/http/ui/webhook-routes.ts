@@ -3,25 +3,21 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import { Type } from 'typebox'
 import type { UserRole } from '../../db/schema.js'
-import { recordAudit, webhookDetails, webhookLabel } from '../../domain/audit/log.js'
 import { takeFlash } from '../../domain/sessions.js'
+import {
+  createWebhookAudited,
+  deleteWebhookAudited,
+  enableWebhookAudited,
+  redeliverAudited,
+} from '../../domain/webhooks/commands.js'
 import { webhookBacklogs } from '../../domain/webhooks/cursor.js'
 import { shownWebhookUrl } from '../../domain/webhooks/mask.js'
-import {
-  createWebhook,
-  deleteWebhook,
-  deliveryLog,
-  enableWebhook,
-  getWebhook,
-  listWebhooks,
-  redeliver,
-  WebhookInputError,
-} from '../../domain/webhooks/queries.js'
+import { deliveryLog, getWebhook, listWebhooks, WebhookInputError } from '../../domain/webhooks/queries.js'
 import { webhookOpens } from '../../domain/webhooks/secrets.js'
 import { MAX_ID, parseWholeNumber } from '../../domain/whole-numbers.js'
 import { deliveryLogPage, webhooksPage } from '../../views/webhooks-page.js'
 import { HttpProblem } from '../problem.js'
-import { auditFrom } from './audit-context.js'
+import { auditSource } from './audit-context.js'
 import type { UiContext } from './context.js'
 
 const text = (maxLength = 4096) => Type.Optional(Type.String({ maxLength }))
@@ -99,31 +95,22 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app, c
     if (!user) return reply
     const b = request.body
     try {
-      const { webhook, secret } = await db.transaction().execute(async (trx) => {
-        const created = await createWebhook(
-          trx,
-          appSecret,
-          {
-            accountId: user.accountId,
-            url: b.url ?? '',
-            format: b.format ?? '',
-            statuses: list(b.status),
-            outcomes: list(b.outcome),
-            environments: commaList(b.environments),
-            services: commaList(b.services),
-            grafanaToken: b.grafana_token ?? null,
-            createdBy: user.email,
-          },
-          { allowPrivate: webhookAllowPrivate },
-        )
-        await recordAudit(trx, {
-          ...auditFrom(request, user),
-          action: 'webhook.created',
-          target: webhookLabel(created.webhook.url),
-          details: webhookDetails(created.webhook),
-        })
-        return created
-      })
+      const { webhook, secret } = await createWebhookAudited(
+        db,
+        appSecret,
+        {
+          accountId: user.accountId,
+          url: b.url ?? '',
+          format: b.format ?? '',
+          statuses: list(b.status),
+          outcomes: list(b.outcome),
+          environments: commaList(b.environments),
+          services: commaList(b.services),
+          grafanaToken: b.grafana_token ?? null,
+        },
+        { allowPrivate: webhookAllowPrivate },
+        auditSource(request, user),
+      )
       return ctx.redirectWithFlash(reply, user, '/settings/webhooks/', {
         notice: `The webhook to ${shownWebhookUrl(webhook.url, user.role)} is added.`,
         secret: {
@@ -158,18 +145,8 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app, c
       const user = admin(request, reply)
       if (!user) return reply
       const webhookId = id(request.params.id)
-      const deleted = await db.transaction().execute(async (trx) => {
-        const before = await getWebhook(trx, user.accountId, webhookId)
-        if (!before || !(await deleteWebhook(trx, user.accountId, webhookId))) return false
-        await recordAudit(trx, {
-          ...auditFrom(request, user),
-          action: 'webhook.deleted',
-          target: webhookLabel(before.url),
-          details: { id: webhookId, ...webhookDetails(before) },
-        })
-        return true
-      })
-      if (!deleted) throw notFound()
+      if (!(await deleteWebhookAudited(db, user.accountId, webhookId, auditSource(request, user))))
+        throw notFound()
       return ctx.redirectWithFlash(reply, user, '/settings/webhooks/', { notice: 'The webhook is deleted.' })
     },
   )
@@ -181,18 +158,8 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app, c
       const user = admin(request, reply)
       if (!user) return reply
       const webhookId = id(request.params.id)
-      const enabled = await db.transaction().execute(async (trx) => {
-        const before = await getWebhook(trx, user.accountId, webhookId)
-        if (!before || !(await enableWebhook(trx, user.accountId, webhookId))) return false
-        await recordAudit(trx, {
-          ...auditFrom(request, user),
-          action: 'webhook.enabled',
-          target: webhookLabel(before.url),
-          details: { id: webhookId, wasEnabled: Number(before.enabled) === 1 },
-        })
-        return true
-      })
-      if (!enabled) throw notFound()
+      if (!(await enableWebhookAudited(db, user.accountId, webhookId, auditSource(request, user))))
+        throw notFound()
       return ctx.redirectWithFlash(reply, user, '/settings/webhooks/', {
         notice: 'The webhook is enabled again: new events are sent to it.',
       })
@@ -235,29 +202,17 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app, c
     async (request, reply) => {
       const user = admin(request, reply)
       if (!user) return reply
-      const webhook = await getWebhook(db, user.accountId, id(request.params.id))
-      if (!webhook) throw notFound()
+      const webhookId = id(request.params.id)
       const deliveryId = id(request.params.delivery)
-      const found = await db
-        .selectFrom('webhook_deliveries')
-        .select('id')
-        .where('id', '=', deliveryId)
-        .where('webhook_id', '=', Number(webhook.id))
-        .executeTakeFirst()
-      const queued =
-        found !== undefined &&
-        (await db.transaction().execute(async (trx) => {
-          if (!(await redeliver(trx, user.accountId, deliveryId))) return false
-          await recordAudit(trx, {
-            ...auditFrom(request, user),
-            action: 'webhook.redelivered',
-            target: webhookLabel(webhook.url),
-            details: { id: Number(webhook.id), delivery: deliveryId },
-          })
-          return true
-        }))
+      const queued = await redeliverAudited(
+        db,
+        user.accountId,
+        webhookId,
+        deliveryId,
+        auditSource(request, user),
+      )
       if (!queued) throw notFound()
-      return ctx.redirectWithFlash(reply, user, `/settings/webhooks/${webhook.id}/`, {
+      return ctx.redirectWithFlash(reply, user, `/settings/webhooks/${webhookId}/`, {
         notice: 'The delivery is queued again, with the same delivery id.',
       })
     },
