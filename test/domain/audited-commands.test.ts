@@ -8,11 +8,19 @@ import type { AuditActorKind, DB } from '../../src/db/schema.js'
 import { createUser, findAccountByName } from '../../src/domain/accounts.js'
 import { resolveAppSecret } from '../../src/domain/app-secret.js'
 import { type AuditSource, cliSource, keyLabel } from '../../src/domain/audit/log.js'
+import {
+  changeEnvironmentAudited,
+  rotateBadgeTokenAudited,
+  saveServiceMetaAudited,
+  setStallMinutesAudited,
+} from '../../src/domain/board/commands.js'
+import { boardSettings } from '../../src/domain/board/settings.js'
 import { setPasswordLogin } from '../../src/domain/identity/provisioning.js'
 import { createApiKeyAudited, revokeApiKeyAudited } from '../../src/domain/keys/commands.js'
 import { getRetention } from '../../src/domain/operations/retention.js'
 import { setRetentionAudited } from '../../src/domain/operations/retention-setting.js'
 import { hashedPassword } from '../../src/domain/passwords.js'
+import { serviceMeta } from '../../src/domain/services.js'
 import {
   changeRoleAudited,
   createUserAudited,
@@ -247,6 +255,7 @@ test('webhooks: created, enabled, redelivered and deleted, each with its entry',
   const { db } = ctx.database
   const [eventId] = await insertEvents(ctx.database, accountId, [{}])
   assert.ok(eventId)
+  await ctx.app.shiplog.deployments.current()
   const expectedDetails = {
     format: 'slack',
     statuses: ['Deployed'],
@@ -407,6 +416,85 @@ async function failedDelivery(db: Kysely<DB>, accountId: number, webhookId: numb
   return Number(row.id)
 }
 
+test('board settings: service details, environments, stall time and badge token, each with its entry', async (t) => {
+  const { ctx, accountId, actors } = await setup(t)
+  const { db } = ctx.database
+  await insertEvents(ctx.database, accountId, [
+    { service: 'api', environment: 'prod' },
+    { service: 'api', environment: 'staging' },
+  ])
+  await ctx.app.shiplog.deployments.current()
+  const meta = {
+    team: 'payments',
+    description: null,
+    repositoryUrl: 'https://git.example.com/api',
+    runbookUrl: null,
+    dashboardUrl: null,
+  }
+  for (const [label, who] of actors) {
+    const team = `payments ${label}`
+    const before = await serviceMeta(db, accountId, 'api')
+    const saved = await onlyEntry(ctx, accountId, () =>
+      saveServiceMetaAudited(db, accountId, 'api', { ...meta, team }, who),
+    )
+    assert.equal((await serviceMeta(db, accountId, 'api')).team, team)
+    assert.equal(saved.action, 'settings.changed')
+    assert.equal(saved.target, 'service api')
+    assert.equal(saved.details.team, `${before.team ?? '(none)'} → ${team}`)
+    assert.deepEqual(
+      { ...saved, details: {} },
+      { ...whoOf(who), action: 'settings.changed', target: 'service api', details: {} },
+    )
+    // Saving the same details again changes nothing and writes nothing.
+    const count = (await entries(db, accountId)).length
+    await saveServiceMetaAudited(db, accountId, 'api', { ...meta, team }, who)
+    assert.equal((await entries(db, accountId)).length, count)
+
+    const hidden = await onlyEntry(ctx, accountId, async () => {
+      assert.equal(await changeEnvironmentAudited(db, accountId, 'staging', 'hide', who), true)
+    })
+    assert.deepEqual(hidden, {
+      ...whoOf(who),
+      action: 'settings.changed',
+      target: 'environments',
+      details: {
+        environment: 'staging',
+        change: 'hide',
+        from: ['staging', 'prod'],
+        to: ['staging (hidden)', 'prod'],
+      },
+    })
+    await changeEnvironmentAudited(db, accountId, 'staging', 'show', who)
+    const none = (await entries(db, accountId)).length
+    assert.equal(await changeEnvironmentAudited(db, accountId, 'nowhere', 'up', who), false)
+    assert.equal((await entries(db, accountId)).length, none, 'no such environment: no entry')
+
+    const stallBefore = (await boardSettings(db, accountId)).stallMinutes
+    const stall = await onlyEntry(ctx, accountId, () =>
+      setStallMinutesAudited(db, accountId, stallBefore + 5, who),
+    )
+    assert.equal((await boardSettings(db, accountId)).stallMinutes, stallBefore + 5)
+    assert.deepEqual(stall, {
+      ...whoOf(who),
+      action: 'settings.changed',
+      target: 'stall minutes',
+      details: { from: stallBefore, to: stallBefore + 5 },
+    })
+
+    const tokenBefore = (await boardSettings(db, accountId)).badgeToken
+    const rotated = await onlyEntry(ctx, accountId, () => rotateBadgeTokenAudited(db, accountId, who))
+    const tokenAfter = (await boardSettings(db, accountId)).badgeToken
+    assert.ok(tokenAfter && tokenAfter !== tokenBefore, label)
+    assert.deepEqual(rotated, {
+      ...whoOf(who),
+      action: 'settings.changed',
+      target: 'badge link',
+      details: { change: 'rotated: old badge links stop working' },
+    })
+    assert.ok(!JSON.stringify(rotated).includes(tokenAfter), 'the entry never holds the token')
+  }
+})
+
 test('a failure inside a command leaves neither the change nor its entry', async (t) => {
   const { ctx, accountId } = await setup(t)
   const { db } = ctx.database
@@ -423,6 +511,10 @@ test('a failure inside a command leaves neither the change nor its entry', async
     users: await table('users'),
     webhooks: await table('webhooks'),
     accounts: await table('accounts'),
+    services: JSON.stringify(await db.selectFrom('services').selectAll().orderBy('name').execute()),
+    environments: JSON.stringify(
+      await db.selectFrom('environment_settings').selectAll().orderBy('name').execute(),
+    ),
     deliveries: JSON.stringify(await db.selectFrom('webhook_deliveries').selectAll().orderBy('id').execute()),
     entries: (await db.selectFrom('audit_entries').select('id').execute()).length,
   })
@@ -465,6 +557,7 @@ test('a failure inside a command leaves neither the change nor its entry', async
     .execute()
   const [eventId] = await insertEvents(ctx.database, accountId, [{}])
   assert.ok(eventId)
+  await ctx.app.shiplog.deployments.current()
   const delivery = await failedDelivery(db, accountId, webhookId, eventId)
   const password = await hashedPassword('another password')
   const appSecret = await resolveAppSecret(ctx.config, db)
@@ -523,6 +616,20 @@ test('a failure inside a command leaves neither the change nor its entry', async
     ['delete webhook', () => deleteWebhookAudited(db, accountId, webhookId, refused)],
     ['set retention', () => setRetentionAudited(db, accountId, 7, refused)],
     ['password login off', () => setPasswordLogin(db, accountId, false, refused)],
+    [
+      'service details',
+      () =>
+        saveServiceMetaAudited(
+          db,
+          accountId,
+          'svc',
+          { team: 'never', description: null, repositoryUrl: null, runbookUrl: null, dashboardUrl: null },
+          refused,
+        ),
+    ],
+    ['hide environment', () => changeEnvironmentAudited(db, accountId, 'prod', 'hide', refused)],
+    ['stall time', () => setStallMinutesAudited(db, accountId, 99, refused)],
+    ['badge token', () => rotateBadgeTokenAudited(db, accountId, refused)],
   ]
   for (const [name, command] of commands) {
     const before = await snapshot()

@@ -3,35 +3,28 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import { Type } from 'typebox'
-import { type AuditDetail, recordAudit } from '../../domain/audit/log.js'
 import { boardCells, firstDeploymentStart } from '../../domain/board/cells.js'
 import {
-  changeEnvironment,
+  changeEnvironmentAudited,
+  rotateBadgeTokenAudited,
+  saveServiceMetaAudited,
+  setStallMinutesAudited,
+} from '../../domain/board/commands.js'
+import {
   environmentListing,
   isEnvironmentMove,
   serviceEnvironments,
 } from '../../domain/board/environments.js'
 import { readBoardInstant } from '../../domain/board/instant.js'
 import { boardRows } from '../../domain/board/rows.js'
-import {
-  boardSettings,
-  parseStallMinutes,
-  rotateBadgeToken,
-  setStallMinutes,
-} from '../../domain/board/settings.js'
+import { boardSettings, parseStallMinutes } from '../../domain/board/settings.js'
 import { deploymentDetails } from '../../domain/deployments/details.js'
 import { serviceTimeline } from '../../domain/deployments/queries.js'
 import { durationMs, outcomeAt } from '../../domain/deployments/rules.js'
 import { renamedTo } from '../../domain/names/rename.js'
 import { getRetention } from '../../domain/operations/retention.js'
 import { counted } from '../../domain/plural.js'
-import {
-  checkServiceMeta,
-  listServiceMeta,
-  saveServiceMeta,
-  serviceExists,
-  serviceMeta,
-} from '../../domain/services.js'
+import { checkServiceMeta, listServiceMeta, serviceExists, serviceMeta } from '../../domain/services.js'
 import { type SessionUser, takeFlash } from '../../domain/sessions.js'
 import { MAX_ID, parseWholeNumber } from '../../domain/whole-numbers.js'
 import { textProblem } from '../../text-rules.js'
@@ -39,7 +32,7 @@ import { errorPage } from '../../views/auth-pages.js'
 import { boardPage, DOT_NAME_SEGMENT, servicePath } from '../../views/board-page.js'
 import { type ServicePageData, servicePage, type TimelineSection } from '../../views/service-page.js'
 import { HttpProblem } from '../problem.js'
-import { auditFrom } from './audit-context.js'
+import { auditSource } from './audit-context.js'
 import { boardRowRoute } from './board-row-route.js'
 import type { UiContext } from './context.js'
 
@@ -70,7 +63,6 @@ const EnvironmentBody = Type.Object({ _csrf: text(200), environment: text(), act
 const StallBody = Type.Object({ _csrf: text(200), minutes: text(40) })
 const CsrfBody = Type.Object({ _csrf: text(200) })
 /** The service fields an audit entry compares, before and after. */
-const META_FIELDS = ['team', 'description', 'repositoryUrl', 'runbookUrl', 'dashboardUrl'] as const
 
 const invalid = (detail: string) => new HttpProblem(422, 'invalid-query', 'Invalid address', detail)
 
@@ -293,24 +285,7 @@ export const boardRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app, ctx
         }
         return renderService(request, reply, user, service, {}, { errors: checked.errors, form }, 422)
       }
-      await db.transaction().execute(async (trx) => {
-        const before = await serviceMeta(trx, user.accountId, service)
-        await saveServiceMeta(trx, user.accountId, service, checked.meta)
-        // Each field that changed, "before → after" ("(none)" for empty).
-        const details: Record<string, AuditDetail> = {}
-        for (const field of META_FIELDS) {
-          if (before[field] !== checked.meta[field]) {
-            details[field] = `${before[field] ?? '(none)'} → ${checked.meta[field] ?? '(none)'}`
-          }
-        }
-        if (Object.keys(details).length === 0) return
-        await recordAudit(trx, {
-          ...auditFrom(request, user),
-          action: 'settings.changed',
-          target: `service ${service}`,
-          details,
-        })
-      })
+      await saveServiceMetaAudited(db, user.accountId, service, checked.meta, auditSource(request, user))
       return ctx.redirectWithFlash(reply, user, servicePath(service), {
         notice: 'The service details are saved.',
       })
@@ -341,24 +316,13 @@ export const boardRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app, ctx
     const badName = textProblem(environment)
     if (badName) return refused(request, reply, user, `The environment name ${badName}.`)
     await sync()
-    const changed = await db.transaction().execute(async (trx) => {
-      const listed = (l: { all: { name: string; hidden: boolean }[] }) =>
-        l.all.map((e) => (e.hidden ? `${e.name} (hidden)` : e.name))
-      const before = listed(await environmentListing(trx, user.accountId))
-      if (!(await changeEnvironment(trx, user.accountId, environment, action))) return false
-      await recordAudit(trx, {
-        ...auditFrom(request, user),
-        action: 'settings.changed',
-        target: 'environments',
-        details: {
-          environment,
-          change: action,
-          from: before,
-          to: listed(await environmentListing(trx, user.accountId)),
-        },
-      })
-      return true
-    })
+    const changed = await changeEnvironmentAudited(
+      db,
+      user.accountId,
+      environment,
+      action,
+      auditSource(request, user),
+    )
     if (!changed) {
       return refused(request, reply, user, 'This account has no such environment.')
     }
@@ -378,16 +342,7 @@ export const boardRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app, ctx
     if (!user) return reply
     const parsed = parseStallMinutes(request.body.minutes ?? '')
     if ('error' in parsed) return refused(request, reply, user, parsed.error)
-    await db.transaction().execute(async (trx) => {
-      const before = await boardSettings(trx, user.accountId)
-      await setStallMinutes(trx, user.accountId, parsed.minutes)
-      await recordAudit(trx, {
-        ...auditFrom(request, user),
-        action: 'settings.changed',
-        target: 'stall minutes',
-        details: { from: before.stallMinutes, to: parsed.minutes },
-      })
-    })
+    await setStallMinutesAudited(db, user.accountId, parsed.minutes, auditSource(request, user))
     return ctx.redirectWithFlash(reply, user, '/settings/#stall-heading', {
       notice: `Stall time is now ${counted(parsed.minutes, 'minute')}.`,
     })
@@ -397,15 +352,7 @@ export const boardRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app, ctx
     const user = admin(request, reply)
     if (!user) return reply
     // The token itself is a secret: the entry says only that it changed.
-    await db.transaction().execute(async (trx) => {
-      await rotateBadgeToken(trx, user.accountId)
-      await recordAudit(trx, {
-        ...auditFrom(request, user),
-        action: 'settings.changed',
-        target: 'badge link',
-        details: { change: 'rotated: old badge links stop working' },
-      })
-    })
+    await rotateBadgeTokenAudited(db, user.accountId, auditSource(request, user))
     return ctx.redirectWithFlash(reply, user, '/settings/#badges-heading', {
       notice: 'The badge token is rotated: old badge links no longer work. Paste the new ones.',
     })
