@@ -28,8 +28,8 @@ async function catalog(database: Database): Promise<Map<string, Columns>> {
   const tables = new Map<string, Columns>()
   const add = (table: string, column: string, declared: string) => {
     if (NOT_DATA.some((re) => re.test(table))) return
-    let columns = tables.get(table)
-    if (!columns) tables.set(table, (columns = new Map()))
+    const columns = tables.get(table) ?? new Map()
+    tables.set(table, columns)
     columns.set(column, /int|bool/i.test(declared) ? 'integer' : 'text')
   }
   if (database.dialect === 'sqlite') {
