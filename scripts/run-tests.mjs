@@ -1,5 +1,7 @@
 // Runs the whole test suite once per database: SQLite always, PostgreSQL when TEST_DATABASE_URL is
 // set. Under CI=true a missing PostgreSQL is a failure, not a skip. Extra arguments pick test files.
+// SHIPLOG_TEST_DIALECTS (sqlite, postgres or both, comma-separated) picks the databases instead:
+// .ci/run runs each database under another Node.
 import { spawn } from 'node:child_process'
 import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs'
 import { tmpdir } from 'node:os'
@@ -17,8 +19,20 @@ function findTests(dir) {
 
 const files = process.argv.slice(2).length > 0 ? process.argv.slice(2) : findTests('test')
 const ci = process.env.CI === 'true' || process.env.CI === '1'
+const chosen = process.env.SHIPLOG_TEST_DIALECTS
 const dialects = ['sqlite']
-if (process.env.TEST_DATABASE_URL) dialects.push('postgres')
+if (chosen !== undefined) {
+  dialects.splice(0, 1, ...chosen.split(',').map((d) => d.trim()))
+  const unknown = dialects.filter((d) => d !== 'sqlite' && d !== 'postgres')
+  if (unknown.length > 0 || dialects.length === 0 || new Set(dialects).size !== dialects.length) {
+    console.error(`SHIPLOG_TEST_DIALECTS must name sqlite, postgres or both, got "${chosen}"`)
+    process.exit(1)
+  }
+  if (dialects.includes('postgres') && !process.env.TEST_DATABASE_URL) {
+    console.error('SHIPLOG_TEST_DIALECTS names postgres but TEST_DATABASE_URL is not set.')
+    process.exit(1)
+  }
+} else if (process.env.TEST_DATABASE_URL) dialects.push('postgres')
 else if (ci) {
   console.error('CI=true but TEST_DATABASE_URL is not set: the PostgreSQL suite cannot be skipped in CI.')
   process.exit(1)
