@@ -48,8 +48,8 @@
 //                            insights, startup, install, copy (default: all but copy and
 //                            export-compressed; the quick run leaves install out)
 //   BENCH_COPY_ROWS          events seeded in SQLite for the copy part (default 1000000; quick 20000)
-//   BENCH_QUICK=1            CI smoke run: ingest 1 s warm-up + 2 s measured; exports of 20,000 and
-//                            40,000 events; pages on 20,000 events with 10 requests each
+//   BENCH_QUICK=1            CI smoke run: ingest 1 s warm-up + 2 s measured; exports of 20,000
+//                            events; pages on 20,000 events with 10 requests each
 //   BENCH_WARMUP, BENCH_DURATION   ingest seconds (defaults 3 and 10)
 //   BENCH_CONNECTIONS        ingest connections, default 50
 //   BENCH_EXPORT_ROWS        comma-separated dataset sizes for exports (default 1000000,3000000)
