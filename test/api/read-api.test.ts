@@ -6,7 +6,7 @@ import { test } from 'node:test'
 import type { KeyScope } from '../../src/domain/keys.js'
 import { createApiKey } from '../../src/domain/keys.js'
 import { buildTestApp, type TestApp } from '../helper.js'
-import { createUserIn, insertEvents, login, sharedFixture } from '../support/ui.js'
+import { createUserIn, deploy, insertEvents, login, sharedFixture } from '../support/ui.js'
 
 const MIN = 60_000
 const HOUR = 60 * MIN
@@ -217,7 +217,14 @@ test('metrics: default environment is the last in order; unknown names are a 404
   assert.equal(m.rolled_back, 0)
   assert.equal(m.change_failure_rate, 0.5)
   assert.deepEqual(m.duration_ms, { median: MIN, p90: MIN, count: 1 })
-  assert.equal(typeof m.deployment_frequency_per_day, 'number')
+  // One success over the default window, which runs to the moment of the request: SPEC §6.2's
+  // succeeded deployments ÷ days in the window, with the days from the answer's own bounds.
+  const windowDays = (Date.parse(m.to as string) - Date.parse(from)) / DAY
+  assert.ok(windowDays > 11 && windowDays < 11.01, `the window runs to now: ${windowDays} days`)
+  assert.equal(m.deployment_frequency_per_day, 1 / windowDays)
+  // 1.0 started at t0 (its first start anywhere) and succeeded a minute later.
+  assert.deepEqual(m.lead_time_ms, { median: MIN, p90: MIN, count: 1 })
+  assert.deepEqual(m.lead_time_from, { commit: 0, first_deployment: 1 })
   assert.equal((m.time_to_restore_ms as unknown) ?? null, null, 'the failure was not restored yet')
 
   const staging = (
@@ -233,6 +240,78 @@ test('metrics: default environment is the last in order; unknown names are a 404
   const unknownService = await get(ctx, '/api/v1/metrics?service=ghost', read)
   assert.equal(unknownService.statusCode, 404)
   assert.equal(unknownService.json().type, 'urn:shiplog:problem:unknown-service')
+})
+
+test('metrics: deployment frequency, lead time (from the commit or the first start), duration and failure rate, computed by hand from the events sent', async (t) => {
+  const ctx = await buildTestApp(t)
+  const read = await keyWith(ctx, ['read'])
+  // Twenty days back (inside the default 30 days an event's time may lie in the past), on a minute.
+  const base = Math.floor((Date.now() - 20 * DAY) / MIN) * MIN
+  const at = (ms: number) => new Date(base + ms).toISOString()
+  const sent: [string, string, string, string, number, number?][] = [
+    // service, environment, version, status, occurred_at (from base), commit_time (from base)
+    ['api', 'prod', '0', 'Deployed', -2 * DAY], // before the window
+    ['api', 'staging', '1', 'Deploying', 0],
+    ['api', 'staging', '1', 'Deployed', 10 * MIN],
+    ['api', 'prod', '1', 'Deploying', 2 * HOUR],
+    ['api', 'prod', '1', 'Deployed', 2 * HOUR + 20 * MIN],
+    ['api', 'prod', '2', 'Deploying', DAY, DAY - 3 * HOUR],
+    ['api', 'prod', '2', 'Deployed', DAY + 15 * MIN, DAY - 3 * HOUR],
+    ['api', 'prod', '3', 'Deployed', 2 * DAY, 2 * DAY - 30 * MIN],
+    ['api', 'prod', '4', 'Failed', 3 * DAY, 3 * DAY - HOUR],
+    ['web', 'prod', '9', 'Deploying', 4 * DAY, 3 * DAY],
+    ['web', 'prod', '9', 'Deployed', 4 * DAY + 5 * MIN, 3 * DAY],
+  ]
+  for (const [service, environment, version, status, occurred, commit] of sent) {
+    const fields: Record<string, string> = {
+      service,
+      environment,
+      version,
+      status,
+      occurred_at: at(occurred),
+    }
+    if (commit !== undefined) fields.commit_time = at(commit)
+    const res = await deploy(ctx.app, ctx.tenant.key, fields)
+    assert.equal(res.status, 201, JSON.stringify(res.body))
+  }
+  // The window: from a day before base, eight days long.
+  const from = at(-DAY)
+  const to = at(7 * DAY)
+  const metrics = async (query: string) => {
+    const res = await get(ctx, `/api/v1/metrics?from=${from}&to=${to}${query}`, read)
+    assert.equal(res.statusCode, 200, res.payload)
+    return res.json() as Record<string, unknown>
+  }
+
+  // Production: api 1, 2, 3 and web 9 succeeded in the window (api 0 finished before it), api 4
+  // failed. Lead times: api 1 from its first start anywhere (staging, at base) to its production
+  // success, 2 h 20 min; api 2 from its commit, 3 h 15 min; api 3 (instant) from its commit, 30 min;
+  // web 9 from its commit, 24 h 5 min. The failure has none.
+  const prod = await metrics('&environment=prod')
+  assert.equal(prod.deployments_succeeded, 4)
+  assert.equal(prod.deployments_failed, 1)
+  assert.equal(prod.days_in_window, 8)
+  assert.equal(prod.deployment_frequency_per_day, 4 / 8)
+  assert.equal(prod.change_failure_rate, 1 / 5)
+  // Sorted: 30, 140, 195, 1445 min; the median of four is the mean of the middle two, the p90 the
+  // value at rank ⌈0.9 × 4⌉ = 4.
+  assert.deepEqual(prod.lead_time_ms, { median: ((140 + 195) / 2) * MIN, p90: 1445 * MIN, count: 4 })
+  assert.deepEqual(prod.lead_time_from, { commit: 3, first_deployment: 1 })
+  // Durations of the non-instant successes: 20, 15 and 5 min.
+  assert.deepEqual(prod.duration_ms, { median: 15 * MIN, p90: 20 * MIN, count: 3 })
+
+  // One service: api 1, 2 and 3 (30, 140, 195 min; p90 at rank ⌈2.7⌉ = 3).
+  const api = await metrics('&environment=prod&service=api')
+  assert.equal(api.deployment_frequency_per_day, 3 / 8)
+  assert.deepEqual(api.lead_time_ms, { median: 140 * MIN, p90: 195 * MIN, count: 3 })
+  assert.deepEqual(api.lead_time_from, { commit: 2, first_deployment: 1 })
+
+  // Staging: api 1 alone, 10 min from its own start, which is the first start of the version.
+  const staging = await metrics('&environment=staging')
+  assert.equal(staging.deployment_frequency_per_day, 1 / 8)
+  assert.deepEqual(staging.lead_time_ms, { median: 10 * MIN, p90: 10 * MIN, count: 1 })
+  assert.deepEqual(staging.lead_time_from, { commit: 0, first_deployment: 1 })
+  assert.equal(staging.change_failure_rate, 0)
 })
 
 test('scopes: ingest-only keys are refused on every read route, read-only keys on every ingest form', async (t) => {

@@ -14,11 +14,16 @@ import { freshDatabaseUrl } from '../helper.js'
 import {
   assertWorks,
   fillInstallation,
+  noOtherDialect,
   otherDialectUrl,
   rowCounts,
   trailerOf,
 } from '../support/installation.js'
 import { processEnv, runCli } from '../support/processes.js'
+import { assertSameRows } from '../support/same-rows.js'
+
+/** A dump never carries the master secret (see the last test), so its row is left out of comparisons. */
+const NO_SECRET = { settings: (row: Record<string, string | null>) => row.name === 'session_secret' }
 
 function tempDir(t: { after(fn: () => void): void }): string {
   const dir = mkdtempSync(join(tmpdir(), 'shiplog-dump-'))
@@ -64,20 +69,27 @@ test('dump → load round-trips exactly, here and across to the other database a
   assert.equal((await dump(same, sameDump)).code, 0)
   assert.deepEqual(trailerOf(sameDump), original)
 
-  // Across to the other kind and back.
-  const other = await otherDialectUrl(t, dir)
-  assert.equal((await load(other, first)).code, 0)
-  const otherDump = join(dir, 'other.ndjson')
-  assert.equal((await dump(other, otherDump)).code, 0)
-  assert.deepEqual(trailerOf(otherDump), original)
-  const back = await freshDatabaseUrl(t)
-  assert.equal((await load(back, otherDump)).code, 0)
-  const backDump = join(dir, 'back.ndjson')
-  assert.equal((await dump(back, backDump)).code, 0)
-  assert.deepEqual(trailerOf(backDump), original)
+  await assertSameRows(source, same, { leaveOut: NO_SECRET })
 
-  await assertWorks(t, back, filled)
-  await assertWorks(t, other, filled)
+  // Across to the other kind and back: without PostgreSQL, a counted skip rather than a SQLite file
+  // that would cross nothing.
+  await t.test('across to the other kind of database and back', { skip: noOtherDialect }, async () => {
+    const other = await otherDialectUrl(t, dir)
+    assert.equal((await load(other, first)).code, 0)
+    await assertSameRows(source, other, { leaveOut: NO_SECRET })
+    const otherDump = join(dir, 'other.ndjson')
+    assert.equal((await dump(other, otherDump)).code, 0)
+    assert.deepEqual(trailerOf(otherDump), original)
+    const back = await freshDatabaseUrl(t)
+    assert.equal((await load(back, otherDump)).code, 0)
+    await assertSameRows(source, back, { leaveOut: NO_SECRET })
+    const backDump = join(dir, 'back.ndjson')
+    assert.equal((await dump(back, backDump)).code, 0)
+    assert.deepEqual(trailerOf(backDump), original)
+
+    await assertWorks(t, back, filled)
+    await assertWorks(t, other, filled)
+  })
 })
 
 test('a truncated, corrupted, newer or foreign dump, or an occupied target: one line, non-zero exit, nothing loaded', async (t) => {
@@ -207,6 +219,7 @@ test('a dump never holds the master secret; its load works, and says when the se
   const again = join(dir, 'again.ndjson')
   assert.equal((await runCli(t, ['dump', '--out', again], { env: processEnv(same) })).code, 0)
   assert.deepEqual(trailerOf(again), trailerOf(out), 'the load holds what the dump held')
+  await assertSameRows(source, same, { leaveOut: NO_SECRET })
 
   // Loaded where another secret is set: it loads, and says what to do about the webhooks.
   const other = await freshDatabaseUrl(t)

@@ -143,6 +143,16 @@ export function trailerOf(file: string): Record<string, unknown> {
 }
 
 /**
+ * Why a test that goes across to the other kind of database cannot run here, or false when it can:
+ * the SQLite run without TEST_DATABASE_URL has no PostgreSQL to go to, and a SQLite file in its place
+ * would make the test pass without crossing anything. Given as `skip`, it is counted (and fails CI).
+ */
+export const noOtherDialect: string | false =
+  testDialect === 'sqlite' && !process.env.TEST_DATABASE_URL
+    ? 'TEST_DATABASE_URL is not set: there is no PostgreSQL to go across to'
+    : false
+
+/**
  * A new database of the other kind than the suite's: SQLite in the PostgreSQL run; in the SQLite run,
  * PostgreSQL when the server is configured (a fresh schema in TEST_DATABASE_URL's database), else
  * another SQLite file.

@@ -200,14 +200,22 @@ export class OpenApiContract {
 }
 
 const contracts = new Map<string, OpenApiContract>()
+/**
+ * The contract of each document object already seen: an app answers the same object on every call,
+ * and serialising its 100 kB again for each answer checked was a large part of every inject's time.
+ */
+const byDocument = new WeakMap<OpenApiDocument, OpenApiContract>()
 
 /** One compiled contract per distinct document (the document differs only with the configuration). */
 export function contractFor(doc: OpenApiDocument): OpenApiContract {
+  const seen = byDocument.get(doc)
+  if (seen) return seen
   const key = JSON.stringify(doc)
   let contract = contracts.get(key)
   if (!contract) {
     contract = new OpenApiContract(doc)
     contracts.set(key, contract)
   }
+  byDocument.set(doc, contract)
   return contract
 }
