@@ -3,7 +3,7 @@
 import { type Kysely, sql } from 'kysely'
 import type { AuditActorKind, DB } from '../../db/schema.js'
 import { csvCell } from '../events/export/format.js'
-import { parseTimeBound } from '../events/queries.js'
+import { parseTimeBound } from '../events/time-bounds.js'
 import { hasControlCharacter } from '../text-rules.js'
 import { knownZone } from '../time-zones.js'
 import { MAX_ID, parseWholeNumber } from '../whole-numbers.js'

@@ -1,5 +1,5 @@
 // The SQLite chunk as one blob of joined records (sqlite.ts), turned into CSV or JSON bytes in one pass, or refused.
-import type { Position } from '../queries.js'
+import type { Position } from '../query-plan.js'
 import {
   COMMA,
   CR,

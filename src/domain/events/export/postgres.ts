@@ -6,8 +6,8 @@ import { BinaryCopyReader } from '../../../db/copy-binary.js'
 import { copyOut } from '../../../db/copy-out.js'
 import { EXPORTED_COLUMNS } from '../../../db/event-columns.js'
 import { EXPORT_COLUMNS } from '../event.js'
-import type { EventQueryPlan, Position } from '../queries.js'
-import { selectEvents } from '../queries.js'
+import type { EventQueryPlan, Position } from '../query-plan.js'
+import { selectEvents } from '../query-plan.js'
 import {
   ChunkBytes,
   COMMA,

@@ -5,8 +5,8 @@ import { sql } from 'kysely'
 import type { SqliteHandle, SqlReader } from '../../../db/connect.js'
 import { EVENT_COLUMN_NAMES } from '../../../db/event-columns.js'
 import type { EventRow } from '../../../db/schema.js'
-import type { EventQueryPlan, Position } from '../queries.js'
-import { selectEvents } from '../queries.js'
+import type { EventQueryPlan, Position } from '../query-plan.js'
+import { selectEvents } from '../query-plan.js'
 import { EXPORT_SHAPE, type ExportFormat, eventToCsvLine, eventToJson } from './format.js'
 import {
   type ChunkEnd,
