@@ -218,26 +218,30 @@ export const ApiEventSchema = schemaOf(API_COLUMNS)
 /** Column order of the CSV header and key order of each JSON object (SPEC §3.1). */
 export const EXPORT_COLUMNS = EXPORTED_COLUMNS.map(({ key }) => key) as readonly (keyof PublicEvent)[]
 
-/** How each shown column is written: its key, the stored column, and whether it is a time. */
-interface ShowStep {
-  key: string
-  column: EventColumnName
-  time: boolean
+/** How a shape is written: its keys in order, as a template to copy, and for each its column. */
+interface Shape {
+  /** Every key, null: a copy has the keys in order before any value is set (one object layout). */
+  template: Readonly<Record<string, null>>
+  steps: readonly { key: string; column: EventColumnName; time: boolean }[]
 }
 
-const showSteps = (columns: readonly ShownColumn[]): readonly ShowStep[] =>
-  columns.map(({ column, key }) => ({ key, column, time: eventColumn(column).type === 'time' }))
+function shapeOf(columns: readonly ShownColumn[]): Shape {
+  return {
+    template: Object.fromEntries(columns.map(({ key }) => [key, null])),
+    steps: columns.map(({ column, key }) => ({ key, column, time: eventColumn(column).type === 'time' })),
+  }
+}
 
-const PUBLIC_STEPS = showSteps(EXPORTED_COLUMNS)
-const API_STEPS = showSteps(API_COLUMNS)
+const PUBLIC_SHAPE = shapeOf(EXPORTED_COLUMNS)
+const API_SHAPE = shapeOf(API_COLUMNS)
 
 /** A stored row in a shown shape, its keys in the shape's order. */
-function show(steps: readonly ShowStep[], row: EventRow): Record<string, string | number | null> {
-  const shown: Record<string, string | number | null> = {}
+function show(shape: Shape, row: EventRow): Record<string, string | number | null> {
+  const shown: Record<string, string | number | null> = { ...shape.template }
   // Most senders give no time of their own: the arrival's text serves twice (one less per answer).
   let lastTime = Number.NaN
   let lastText = ''
-  for (const step of steps) {
+  for (const step of shape.steps) {
     const value = row[step.column]
     if (step.time && value !== null) {
       const ms = Number(value)
@@ -252,9 +256,9 @@ function show(steps: readonly ShowStep[], row: EventRow): Record<string, string 
 }
 
 export function toPublicEvent(row: EventRow): PublicEvent {
-  return show(PUBLIC_STEPS, row) as PublicEvent
+  return show(PUBLIC_SHAPE, row) as PublicEvent
 }
 
 export function toApiEvent(row: EventRow): ApiEvent {
-  return show(API_STEPS, row) as ApiEvent
+  return show(API_SHAPE, row) as ApiEvent
 }
