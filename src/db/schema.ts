@@ -1,5 +1,12 @@
 // Table interfaces for Kysely: the one description of what the database holds.
 import type { Generated, Insertable, Selectable } from 'kysely'
+import type {
+  EVENT_COLUMNS,
+  EVENT_SOURCES,
+  EVENT_STATUSES,
+  EventColumnName,
+  StoredValue,
+} from './event-columns.js'
 
 /** Milliseconds since the Unix epoch, UTC. Both databases store times this way (BIGINT). */
 export type EpochMs = number
@@ -66,30 +73,14 @@ export interface ApiKeysTable {
   scopes: Generated<string>
 }
 
-export type EventSource = 'put-get' | 'put-post' | 'deploy'
-export type EventStatus = 'Deploying' | 'Deployed' | 'Failed'
+export type EventSource = (typeof EVENT_SOURCES)[number]
+export type EventStatus = (typeof EVENT_STATUSES)[number]
 
-export interface EventsTable {
-  id: Generated<number>
-  account_id: number
-  service: string
-  environment: string
-  version: string
-  status: EventStatus
-  url: string | null
-  commit_sha: string | null
-  description: string | null
-  deployer: string | null
-  source: EventSource
-  api_key_id: number | null
-  /** Copied from the key at write time so exports need no join and survive key renames. */
-  api_key_name: string | null
-  /** The server's clock when it arrived; with `id`, the order of arrival. */
-  received_at: EpochMs
-  /** When it happened, as the sender said (SPEC §1.2); received_at when it said nothing. */
-  occurred_at: EpochMs
-  /** When the change was committed, as the sender said; null when it said nothing. */
-  commit_time: EpochMs | null
+/** The events table, as event-columns.ts describes it (each column's meaning is told there). */
+export type EventsTable = {
+  -readonly [K in EventColumnName]: (typeof EVENT_COLUMNS)[K] extends { type: 'serial' }
+    ? Generated<number>
+    : StoredValue<(typeof EVENT_COLUMNS)[K]>
 }
 
 export interface IdempotencyKeysTable {

@@ -4,7 +4,7 @@
 // Pure, and depends on nothing: every route and the domain read instants through here, so
 // `/services/?at=`, `/api/v1/services?at=`, `/api/v1/events?from=` and `/logs/?from=` accept and
 // refuse exactly the same text. A page that reads a time without zone in the viewer's zone does
-// that on top (see `wallOf` and events/queries.ts), never by parsing the text itself.
+// that on top (see `wallOf` and events/time-bounds.ts), never by parsing the text itself.
 
 /** A date as written, once it is known to exist on the calendar. */
 export interface CalendarDate {

@@ -1,7 +1,7 @@
 // The event log: filters, the table (cards on a phone), paging and the two download links.
 import type { EventRow } from '../db/schema.js'
 import type { FieldError } from '../domain/events/event.js'
-import type { EventFilter } from '../domain/events/queries.js'
+import type { EventFilter } from '../domain/events/logs-query.js'
 import { readInstant } from '../domain/instants.js'
 import type { SessionUser } from '../domain/sessions.js'
 import { EVENT_STATUSES } from '../text-rules.js'

@@ -5,6 +5,8 @@ import assert from 'node:assert/strict'
 import { readFileSync } from 'node:fs'
 import { dirname, relative, resolve } from 'node:path'
 import { test } from 'node:test'
+import { EVENT_COLUMN_NAMES, EVENT_COLUMNS, type EventColumn } from '../../src/db/event-columns.js'
+import { EXPORT_SHAPE } from '../../src/domain/events/export/format.js'
 import { SRC, sourceFiles } from '../support/source-files.js'
 
 /** Each module's relative imports (static and dynamic), as paths under src/ without extension. */
@@ -216,4 +218,50 @@ test('board/ builds on deployments/ and services.ts; what they read of the board
   assert.deepEqual(roundTrips(graph, inBoard, isServices), [])
   assert.deepEqual(roundTrips(graph, isServices, inBoard), [])
   assert.ok([...graph.keys()].filter(inBoard).length >= 5, 'domain/board/ holds the board')
+})
+
+test('the event columns are described once: no second list of them in src/ (issue 26.6)', () => {
+  // db/event-columns.ts describes the events table; the inserts, the array types, the export and
+  // the public schemas come from it. A query may name the few columns it needs; a list (an array,
+  // a comma-separated run in SQL, an object's keys) naming most of them, or every column the
+  // export copies as text, is a second description that the next new column would miss.
+  const shown = Object.values(EVENT_COLUMNS as Record<string, EventColumn>).flatMap((c) => [
+    ...(c.shown ? [c.shown.key] : []),
+    ...(c.api ? [c.api.key] : []),
+  ])
+  const names = new Set([...EVENT_COLUMN_NAMES, ...shown])
+  const exportTexts = EXPORT_SHAPE.texts.map(({ column }) => column)
+  const copies = (found: Set<string>) => found.size >= 11 || exportTexts.every((column) => found.has(column))
+  const item = String.raw`['"]?(?:[a-z]\w*\.)?[a-z_]+['"]?`
+  const run = new RegExp(`${item}(?:\\s*,\\s*${item})+`, 'g')
+  const found: string[] = []
+  for (const file of sourceFiles(SRC)) {
+    const module = relative(SRC, file)
+    if (module === 'db/event-columns.ts') continue
+    const text = readFileSync(file, 'utf8')
+      // 'a, b' + 'c, d' is one list.
+      .replace(/(['"`])\s*\+\s*(['"`])/g, '')
+      .replace(/\/\*[\s\S]*?\*\//g, '')
+      .replace(/\/\/.*$/gm, '')
+    for (const match of text.matchAll(run)) {
+      const listed = match[0].split(',').map((s) =>
+        s
+          .trim()
+          .replace(/['"]/g, '')
+          .replace(/^[a-z]\w*\./, ''),
+      )
+      if (copies(new Set(listed.filter((name) => names.has(name))))) found.push(`${module}: a list`)
+    }
+    for (const match of text.matchAll(/\{[^{}]*\}/g)) {
+      const keys = [...match[0].matchAll(/\b([a-z_]+)\??\s*:/g)].map((m) => m[1] as string)
+      if (copies(new Set(keys.filter((name) => names.has(name))))) found.push(`${module}: an object`)
+    }
+  }
+  assert.deepEqual(found.sort(), [
+    // The chain's v1 columns: a frozen format, held to the description by event-columns.test.ts.
+    'domain/chain/canonical.ts: a list',
+    // insertedRow: the one place a request's fields become columns, typed by the table, so the
+    // compiler holds it to the description.
+    'domain/events/store.ts: an object',
+  ])
 })

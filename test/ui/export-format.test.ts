@@ -12,7 +12,7 @@ import {
   eventToJson,
   exportEvents,
 } from '../../src/domain/events/export/index.js'
-import type { EventFilter } from '../../src/domain/events/queries.js'
+import type { EventFilter } from '../../src/domain/events/logs-query.js'
 import { buildTestApp, type TestApp } from '../helper.js'
 import { assertNoFormulaInAnyLocale } from '../support/csv-locale.js'
 import { type EventSeed, insertEvents, SEED_EPOCH, userSession } from '../support/ui.js'

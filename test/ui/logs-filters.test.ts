@@ -7,7 +7,7 @@ import fc from 'fast-check'
 import { sql } from 'kysely'
 import type { EventStatus } from '../../src/db/schema.js'
 import { isDatabaseUnavailable, isQueryError } from '../../src/domain/database-errors.js'
-import { parseLogsQuery } from '../../src/domain/events/queries.js'
+import { parseLogsQuery } from '../../src/domain/events/logs-query.js'
 import { zonedToInstant } from '../../src/domain/time-zones.js'
 import { buildTestApp, testDialect } from '../helper.js'
 import {

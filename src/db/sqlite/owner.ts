@@ -1,115 +1,17 @@
 // The one owner of a process's connections to a SQLite file: a write connection fed by a queue, a read-only connection, and snapshots.
-import {
-  type Connection,
-  isBusy,
-  openConnection,
-  type PreparedStatement,
-  StatementCache,
-} from './connection.js'
+import { type Connection, isBusy, openConnection, StatementCache } from './connection.js'
+import { LOCK_WAIT_MS, pause, READ_WAIT_MS, sleep, waitedTooLong } from './lock-wait.js'
+import { type SqliteSnapshot, type SqlReader, type SqlWriter, sqlOn, type WriterHold } from './sql-access.js'
 import { openWalForSync, type WalFile, WalFlusher } from './wal.js'
 
-/** Rows as SQLite gives them: objects keyed by column name. */
-export type Rows = Record<string, unknown>[]
-
-/** Reading on a connection the owner lends for the length of one synchronous call. */
-export interface SqlReader {
-  /**
-   * The statement for `sql`, prepared once for the connection's life. Hot paths keep it for the
-   * length of their call; it must not be used after the call returns.
-   */
-  statement(sql: string): PreparedStatement
-  get<T>(sql: string, ...params: unknown[]): T | undefined
-  all<T>(sql: string, ...params: unknown[]): T[]
-  /** Rows as arrays of values, in column order (cheaper than objects for wide reads). */
-  arrays(sql: string, ...params: unknown[]): unknown[][]
-}
-
-/** Writing, inside a transaction the owner began and will commit. */
-export interface SqlWriter extends SqlReader {
-  run(sql: string, ...params: unknown[]): { changes: number; lastInsertRowid: number }
-  /** Runs any statement: its rows when it returns some, [] otherwise. */
-  execute(sql: string, params: readonly unknown[]): Rows
-}
-
-/**
- * The write connection lent to one holder (a Kysely transaction, a load, a migration statement
- * that begins a transaction) for as long as it needs it across awaits; every other writer of this
- * process waits in the queue meanwhile.
- */
-export interface WriterHold {
-  readonly sql: SqlWriter
-  /** Whether a transaction is open on the write connection. */
-  readonly inTransaction: boolean
-  /** BEGIN IMMEDIATE (or `statement`), tried again after a pause while another process holds the write lock. */
-  begin(statement?: string): Promise<void>
-  /**
-   * COMMIT, then gives the writer back to the queue. Resolves once the WAL holding the commit is on
-   * disk; with `durable: false` at once (a later flush, or a checkpoint, writes it).
-   */
-  commit(options?: { durable?: boolean }): Promise<void>
-  /** Rolls back the open transaction (if any) and gives the writer back. */
-  release(): void
-  /** Gives the writer back after the holder's own COMMIT; resolves once the WAL is on disk. */
-  released(): Promise<void>
-}
-
-/** A read transaction on a connection of its own: one consistent view, whatever is written meanwhile. */
-export interface SqliteSnapshot {
-  readonly sql: SqlReader
-  close(): void
-}
+// What the owner lends is described beside it (sql-access.ts); its callers take it from here.
+export type { Rows, SqliteSnapshot, SqlReader, SqlWriter, WriterHold } from './sql-access.js'
 
 export interface OwnerOptions {
   /** Opens the WAL file for its fsyncs; tests wrap the default to watch them. */
   openWal?: (path: string) => Promise<WalFile>
   /** How long a write may wait for the write lock (LOCK_WAIT_MS unless a test says otherwise). */
   lockWaitMs?: number
-}
-
-/**
- * How long a write waits for the write lock before it fails as busy (a 503 for a request): another
- * process holding it, or the queue ahead of it. A deadlock (a write awaited from inside a
- * transaction that holds the writer, through another handle) ends this way too, never as a hang.
- */
-export const LOCK_WAIT_MS = 10_000
-/** How long a read waits for a lock (WAL readers wait only while a crashed writer's WAL is recovered). */
-const READ_WAIT_MS = 5_000
-
-function pause(attempt: number): number {
-  // Short at first (another process's commit takes a millisecond or two), with jitter so two
-  // waiting processes do not keep colliding; at most 25 ms, so a lock freed is taken soon.
-  return Math.min(25, 2 ** Math.min(attempt, 5)) * (0.5 + Math.random())
-}
-
-const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms))
-
-/** A wait for the write lock that ran out: an outage to the caller (SQLITE_BUSY), as SQLite says it. */
-function waitedTooLong(ms: number): Error {
-  return Object.assign(
-    new Error(
-      `database is locked: no turn at the write connection within ${ms} ms (another process holds the write lock, or a transaction held it all that time)`,
-    ),
-    { code: 'SQLITE_BUSY' },
-  )
-}
-
-function sqlOn(statements: StatementCache): SqlWriter {
-  return {
-    statement: (sql) => statements.statement(sql),
-    get: <T>(sql: string, ...params: unknown[]) => statements.statement(sql).get(...params) as T | undefined,
-    all: <T>(sql: string, ...params: unknown[]) => statements.statement(sql).all(...params) as T[],
-    arrays: (sql, ...params) => statements.arrays(sql).all(...params) as unknown[][],
-    run: (sql, ...params) => {
-      const { changes, lastInsertRowid } = statements.statement(sql).run(...params)
-      return { changes, lastInsertRowid: Number(lastInsertRowid) }
-    },
-    execute: (sql, params) => {
-      const statement = statements.statement(sql)
-      if (statement.reader) return statement.all(...params) as Rows
-      statement.run(...params)
-      return []
-    },
-  }
 }
 
 interface UnitJob {

@@ -44,10 +44,11 @@ export interface StreamSpec {
   readonly noun: string
 }
 
-// These column lists repeat the tables' columns on purpose, apart from COLUMNS in
-// src/domain/events/store.ts: the chain's bytes are a frozen format, and a link made today must
-// still verify after a column is added to the table. A new column enters here only as a new chain
-// version (and verify must then know both).
+// These column lists repeat the tables' columns on purpose, apart from the events table's
+// description (src/db/event-columns.ts): the chain's bytes are a frozen format, and a link made
+// today must still verify after a column is added to the table. A new column enters here only as a
+// new chain version (and verify must then know both); test/domain/event-columns.test.ts holds the
+// events list to the description, in table order, so a column added there fails until it does.
 export const STREAMS: readonly StreamSpec[] = [
   {
     name: 'events',

@@ -1,5 +1,14 @@
 // Deployment events: validating what callers send and turning stored rows into the public shape.
-import { type Static, Type } from 'typebox'
+import { type TSchema, Type } from 'typebox'
+import {
+  API_COLUMNS,
+  type EVENT_COLUMNS,
+  type EventColumnName,
+  EXPORTED_COLUMNS,
+  eventColumn,
+  type ShownColumn,
+  type StoredValue,
+} from '../../db/event-columns.js'
 import type { EventRow, EventStatus } from '../../db/schema.js'
 import { canonicalStatus, characterCount, STATUS_CHOICES, textProblem } from '../../text-rules.js'
 import { checkEventTime, type EventTimeBounds } from './event-time.js'
@@ -145,101 +154,111 @@ function isWebUrl(value: string): boolean {
   }
 }
 
-const NullableString = Type.Union([Type.String(), Type.Null()])
+/** A value as an answer or the export shows it: times as ISO 8601 text, the rest as stored. */
+type Shown<C> = C extends { type: 'time' }
+  ? C extends { nullable: true }
+    ? string | null
+    : string
+  : StoredValue<C>
+
+type Described<C extends EventColumnName> = (typeof EVENT_COLUMNS)[C]
+
+/** The exported shape of a stored event (SPEC §3.1, fixed), as event-columns.ts describes it. */
+export type PublicEvent = {
+  -readonly [C in EventColumnName as Described<C> extends { shown: { key: infer K extends string } }
+    ? K
+    : never]: Shown<Described<C>>
+}
+
+/** The API's shape: the export's keys plus the columns shown in API answers only. */
+export type ApiEvent = PublicEvent & {
+  -readonly [C in EventColumnName as Described<C> extends { api: { key: infer K extends string } }
+    ? K
+    : never]: Shown<Described<C>>
+}
+
+/** The JSON schema of one shown column, from how it is stored. */
+function shownSchema(name: EventColumnName): TSchema {
+  const column = eventColumn(name)
+  const example = column.shown?.example ?? column.api?.example
+  const examples = example === undefined ? {} : { examples: [example] }
+  const described = column.api ? { description: column.api.description } : {}
+  if (column.choices) return Type.Union(column.choices.map((choice) => Type.Literal(choice)))
+  switch (column.type) {
+    case 'serial':
+      return Type.Integer({ minimum: 1, ...examples })
+    case 'integer':
+      return Type.Integer(examples)
+    case 'text':
+      return column.nullable ? Type.Union([Type.String(), Type.Null()]) : Type.String(examples)
+    case 'time':
+      return column.nullable
+        ? Type.Union([Type.String({ format: 'date-time', ...examples }), Type.Null()], described)
+        : Type.String({ format: 'date-time', ...described, ...examples })
+  }
+}
+
+function schemaOf(columns: readonly ShownColumn[]) {
+  return Type.Object(Object.fromEntries(columns.map(({ column, key }) => [key, shownSchema(column)])))
+}
 
 /**
  * The exported shape of a stored event (SPEC §3.1, fixed): one JSON export record, and (its keys in
  * order) the CSV export's columns. The API's shape (ApiEventSchema) adds the event's own times.
  */
-export const PublicEventSchema = Type.Object({
-  id: Type.Integer({ minimum: 1, examples: [123] }),
-  received_at: Type.String({ format: 'date-time', examples: ['2026-11-21T22:40:00.123Z'] }),
-  service: Type.String({ examples: ['App1'] }),
-  environment: Type.String({ examples: ['Prod'] }),
-  version: Type.String({ examples: ['1.0.3'] }),
-  status: Type.Union([Type.Literal('Deploying'), Type.Literal('Deployed'), Type.Literal('Failed')]),
-  url: NullableString,
-  commit: NullableString,
-  description: NullableString,
-  deployer: NullableString,
-  source: Type.Union([Type.Literal('put-get'), Type.Literal('put-post'), Type.Literal('deploy')]),
-  api_key_name: NullableString,
-})
-
-export type PublicEvent = Static<typeof PublicEventSchema>
-
-const Instant = Type.String({ format: 'date-time', examples: ['2026-11-21T22:40:00.123Z'] })
+export const PublicEventSchema = schemaOf(EXPORTED_COLUMNS)
 
 /**
  * The shape of a stored event as the API answers it, defined once: the 201 answer of every ingest
  * form, the read API's events and the live stream. The export's keys plus `occurred_at` (when it
  * happened; received_at when the sender gave none) and `commit_time` (null when not sent).
  */
-export const ApiEventSchema = Type.Object({
-  id: PublicEventSchema.properties.id,
-  received_at: PublicEventSchema.properties.received_at,
-  occurred_at: Type.String({
-    format: 'date-time',
-    description: 'When it happened, as the sender said (`occurred_at`); `received_at` when it gave none.',
-    examples: ['2026-11-21T22:39:58.000Z'],
-  }),
-  service: PublicEventSchema.properties.service,
-  environment: PublicEventSchema.properties.environment,
-  version: PublicEventSchema.properties.version,
-  status: PublicEventSchema.properties.status,
-  url: NullableString,
-  commit: NullableString,
-  commit_time: Type.Union([Instant, Type.Null()], {
-    description: 'When the change was committed, as the sender said; null when it gave none.',
-  }),
-  description: NullableString,
-  deployer: NullableString,
-  source: PublicEventSchema.properties.source,
-  api_key_name: NullableString,
-})
-
-export type ApiEvent = Static<typeof ApiEventSchema>
+export const ApiEventSchema = schemaOf(API_COLUMNS)
 
 /** Column order of the CSV header and key order of each JSON object (SPEC §3.1). */
-export const EXPORT_COLUMNS = Object.keys(PublicEventSchema.properties) as readonly (keyof PublicEvent)[]
+export const EXPORT_COLUMNS = EXPORTED_COLUMNS.map(({ key }) => key) as readonly (keyof PublicEvent)[]
 
-export function toPublicEvent(row: EventRow): PublicEvent {
+/** How a shape is written: its keys in order, as a template to copy, and for each its column. */
+interface Shape {
+  /** Every key, null: a copy has the keys in order before any value is set (one object layout). */
+  template: Readonly<Record<string, null>>
+  steps: readonly { key: string; column: EventColumnName; time: boolean }[]
+}
+
+function shapeOf(columns: readonly ShownColumn[]): Shape {
   return {
-    id: row.id,
-    received_at: new Date(row.received_at).toISOString(),
-    service: row.service,
-    environment: row.environment,
-    version: row.version,
-    status: row.status,
-    url: row.url,
-    commit: row.commit_sha,
-    description: row.description,
-    deployer: row.deployer,
-    source: row.source,
-    api_key_name: row.api_key_name,
+    template: Object.fromEntries(columns.map(({ key }) => [key, null])),
+    steps: columns.map(({ column, key }) => ({ key, column, time: eventColumn(column).type === 'time' })),
   }
 }
 
-export function toApiEvent(row: EventRow): ApiEvent {
-  const receivedAt = new Date(row.received_at).toISOString()
-  return {
-    id: row.id,
-    received_at: receivedAt,
-    // Most senders give no time of their own: the arrival's text serves twice (one less per answer).
-    occurred_at:
-      Number(row.occurred_at) === Number(row.received_at)
-        ? receivedAt
-        : new Date(row.occurred_at).toISOString(),
-    service: row.service,
-    environment: row.environment,
-    version: row.version,
-    status: row.status,
-    url: row.url,
-    commit: row.commit_sha,
-    commit_time: row.commit_time === null ? null : new Date(row.commit_time).toISOString(),
-    description: row.description,
-    deployer: row.deployer,
-    source: row.source,
-    api_key_name: row.api_key_name,
+const PUBLIC_SHAPE = shapeOf(EXPORTED_COLUMNS)
+const API_SHAPE = shapeOf(API_COLUMNS)
+
+/** A stored row in a shown shape, its keys in the shape's order. */
+function show(shape: Shape, row: EventRow): Record<string, string | number | null> {
+  const shown: Record<string, string | number | null> = { ...shape.template }
+  // Most senders give no time of their own: the arrival's text serves twice (one less per answer).
+  let lastTime = Number.NaN
+  let lastText = ''
+  for (const step of shape.steps) {
+    const value = row[step.column]
+    if (step.time && value !== null) {
+      const ms = Number(value)
+      if (ms !== lastTime) {
+        lastTime = ms
+        lastText = new Date(ms).toISOString()
+      }
+      shown[step.key] = lastText
+    } else shown[step.key] = value
   }
+  return shown
+}
+
+export function toPublicEvent(row: EventRow): PublicEvent {
+  return show(PUBLIC_SHAPE, row) as PublicEvent
+}
+
+export function toApiEvent(row: EventRow): ApiEvent {
+  return show(API_SHAPE, row) as ApiEvent
 }

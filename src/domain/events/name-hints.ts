@@ -1,10 +1,11 @@
 // What a service or environment filter that names nothing gets instead of a bare empty list (issue
-// 28 point 6). The filter itself matches whole names, ignoring letter case (queries.ts, sameName),
+// 28 point 6). The filter itself matches whole names, ignoring letter case (account-names.ts, sameName),
 // on /logs/, its exports and /api/v1/events alike: it stays an index seek, and `service=api` never
 // means billing-api too. When the typed name is no name of the account, the page suggests the names
 // that contain it, or are a slip of a key or two away from it.
-import type { AccountNames, EventFilter } from './queries.js'
-import { byName, sameName } from './queries.js'
+import type { AccountNames } from './account-names.js'
+import { byName, sameName } from './account-names.js'
+import type { EventFilter } from './logs-query.js'
 
 /** Suggestions per field at most. */
 const MAX_SUGGESTIONS = 5

@@ -5,6 +5,7 @@
 
 import type pg from 'pg'
 import type { Database, SqliteHandle, SqlWriter } from '../../db/connect.js'
+import { type ColumnType, eventColumn, INSERTED_COLUMNS } from '../../db/event-columns.js'
 import type { EventRow, EventSource } from '../../db/schema.js'
 import type { EventInput } from './event.js'
 
@@ -73,31 +74,18 @@ export function eventStoreFor(database: Database): EventStore {
   return new PostgresEventStore(database.pool)
 }
 
-const COLUMNS = [
-  'account_id',
-  'service',
-  'environment',
-  'version',
-  'status',
-  'url',
-  'commit_sha',
-  'description',
-  'deployer',
-  'source',
-  'api_key_id',
-  'api_key_name',
-  'received_at',
-  'occurred_at',
-  'commit_time',
-] as const
+/** The columns an insert names, in table order (db/event-columns.ts). */
+const COLUMNS = INSERTED_COLUMNS
 
 type ColumnValue = string | number | null
 
-/** The row an event becomes once stored under `id`: what RETURNING * would give, built here. */
-function storedRow(item: PendingEvent, id: number): EventRow {
+/**
+ * The values a pending event is stored with, by column: every column but the id, which the
+ * database gives. The one place a request's fields meet the table's columns.
+ */
+function insertedRow(item: PendingEvent): Omit<EventRow, 'id'> {
   const { input } = item
   return {
-    id,
     account_id: item.accountId,
     service: input.service,
     environment: input.environment,
@@ -114,6 +102,11 @@ function storedRow(item: PendingEvent, id: number): EventRow {
     occurred_at: input.occurredAt ?? item.receivedAt,
     commit_time: input.commitTime,
   }
+}
+
+/** The row an event becomes once stored under `id`: what RETURNING * would give, built here. */
+function storedRow(item: PendingEvent, id: number): EventRow {
+  return { id, ...insertedRow(item) }
 }
 
 /**
@@ -133,24 +126,8 @@ export function outcomesOf(items: readonly PendingEvent[], results: readonly Wri
 
 /** The stored values of one event, in COLUMNS order. */
 function columnValues(item: PendingEvent): ColumnValue[] {
-  const { input } = item
-  return [
-    item.accountId,
-    input.service,
-    input.environment,
-    input.version,
-    input.status,
-    input.url,
-    input.commit,
-    input.description,
-    input.deployer,
-    item.source,
-    item.apiKeyId,
-    item.apiKeyName,
-    item.receivedAt,
-    input.occurredAt ?? item.receivedAt,
-    input.commitTime,
-  ]
+  const row = insertedRow(item)
+  return COLUMNS.map((column) => row[column])
 }
 
 const SQLITE_SQL = {
@@ -206,23 +183,12 @@ class SqliteEventStore implements EventStore {
   }
 }
 
-/** PostgreSQL type of each column's array parameter for unnest(). */
-const PG_ARRAY_TYPES: Record<(typeof COLUMNS)[number], string> = {
-  account_id: 'bigint[]',
-  service: 'text[]',
-  environment: 'text[]',
-  version: 'text[]',
-  status: 'text[]',
-  url: 'text[]',
-  commit_sha: 'text[]',
-  description: 'text[]',
-  deployer: 'text[]',
-  source: 'text[]',
-  api_key_id: 'bigint[]',
-  api_key_name: 'text[]',
-  received_at: 'bigint[]',
-  occurred_at: 'bigint[]',
-  commit_time: 'bigint[]',
+/** PostgreSQL type of a column's array parameter for unnest(), by how the column is stored. */
+const PG_ARRAY_TYPES: Record<ColumnType, string> = {
+  serial: 'bigint[]',
+  integer: 'bigint[]',
+  text: 'text[]',
+  time: 'bigint[]',
 }
 
 /**
@@ -234,7 +200,7 @@ const PG_INSERT_EVENTS = {
   name: 'shiplog_insert_events',
   text:
     `INSERT INTO events (${COLUMNS.join(', ')}) SELECT ${COLUMNS.join(', ')} FROM unnest(` +
-    COLUMNS.map((c, i) => `$${i + 1}::${PG_ARRAY_TYPES[c]}`).join(', ') +
+    COLUMNS.map((c, i) => `$${i + 1}::${PG_ARRAY_TYPES[eventColumn(c).type]}`).join(', ') +
     `) WITH ORDINALITY AS t(${COLUMNS.join(', ')}, ord) ORDER BY ord RETURNING id`,
 }
 

@@ -5,7 +5,7 @@ import { type Task, type TaskLogger, TaskRunner } from '../tasks.js'
 /**
  * Adds the next events (by id) that the index does not hold yet, at most `limit`, and returns how
  * many. The index holds every event up to `events_version_index.through` and none after it, so a
- * search reads the index up to there and scans the rest (queries.ts). Ids only grow, in commit
+ * search reads the index up to there and scans the rest (query-plan.ts). Ids only grow, in commit
  * order (AUTOINCREMENT under SQLite's single writer), so whatever commits later is past `through`.
  *
  * Indexing in the inserting transaction, by trigger, made each event cost its trigrams' share of a

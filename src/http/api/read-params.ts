@@ -4,7 +4,7 @@
 import { createHmac, timingSafeEqual } from 'node:crypto'
 import type { FastifyInstance, FastifyRequest } from 'fastify'
 import type { FieldError } from '../../domain/events/event.js'
-import type { EventFilter } from '../../domain/events/queries.js'
+import type { EventFilter } from '../../domain/events/logs-query.js'
 import { parseInstant } from '../../domain/instants.js'
 import { parseWholeNumber } from '../../domain/whole-numbers.js'
 import { characterCount, EVENT_STATUSES, hasControlCharacter, isWellFormedText } from '../../text-rules.js'

@@ -16,8 +16,10 @@ import {
   durationMs,
   outcomeAt,
 } from '../../domain/deployments/rules.js'
+import { byName } from '../../domain/events/account-names.js'
 import { ApiEventSchema, toApiEvent } from '../../domain/events/event.js'
-import { byName, type EventFilter, listEventPage } from '../../domain/events/queries.js'
+import { listEventPage } from '../../domain/events/event-pages.js'
+import type { EventFilter } from '../../domain/events/logs-query.js'
 import { hasService, teamsOf } from '../../domain/services.js'
 import { EVENT_STATUSES } from '../../text-rules.js'
 import { HttpProblem, methodNotAllowed } from '../problem.js'

@@ -6,7 +6,7 @@ import { Type } from 'typebox'
 import { stallMsOf } from '../../domain/board/settings.js'
 import { toApiEvent } from '../../domain/events/event.js'
 import { eventMatches, filterIsEmpty } from '../../domain/events/filter-match.js'
-import type { EventFilter } from '../../domain/events/queries.js'
+import type { EventFilter } from '../../domain/events/logs-query.js'
 import {
   type CredentialWatch,
   credentialLabel,

@@ -5,19 +5,17 @@ import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify'
 import { type Static, Type } from 'typebox'
 import { recordAudit } from '../../domain/audit/log.js'
 import { CHAIN_HEAD_HEADER, eventsHeadFor } from '../../domain/chain/heads.js'
+import { accountNames, byName } from '../../domain/events/account-names.js'
 import type { FieldError } from '../../domain/events/event.js'
+import { anyEvent, listEventPage } from '../../domain/events/event-pages.js'
 import { exportEvents, parseBomParameter, UTF8_BOM } from '../../domain/events/export/index.js'
-import { nameHints } from '../../domain/events/name-hints.js'
 import {
-  accountNames,
-  anyEvent,
-  byName,
   FILTER_FIELDS,
   filterToQuery,
   type LogsQuery,
-  listEventPage,
   parseLogsQuery,
-} from '../../domain/events/queries.js'
+} from '../../domain/events/logs-query.js'
+import { nameHints } from '../../domain/events/name-hints.js'
 import { errorPage } from '../../views/auth-pages.js'
 import { logsPage } from '../../views/logs-page.js'
 import { nameHintsBlock } from '../../views/name-hints.js'

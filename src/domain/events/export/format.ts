@@ -1,8 +1,28 @@
 // The export format of SPEC §3.1, defined plainly: the CSV cell rule, the header, one record per event.
+import { EXPORTED_COLUMNS, eventColumn, type ShownColumn } from '../../../db/event-columns.js'
 import type { EventRow } from '../../../db/schema.js'
 import { EXPORT_COLUMNS, toPublicEvent } from '../event.js'
 
 export type ExportFormat = 'csv' | 'json'
+
+/**
+ * The export's columns as the fast writers (sqlite.ts, joined.ts, postgres.ts) read them: the id,
+ * the arrival, then text values. They write the first two as digits and as a time, and copy the
+ * rest; a description of the columns that broke that shape would stop the server here.
+ */
+function fastShape(): { id: ShownColumn; receivedAt: ShownColumn; texts: readonly ShownColumn[] } {
+  const [id, receivedAt, ...texts] = EXPORTED_COLUMNS
+  if (
+    id === undefined ||
+    eventColumn(id.column).type !== 'serial' ||
+    receivedAt?.column !== 'received_at' ||
+    texts.some(({ column }) => eventColumn(column).type !== 'text')
+  )
+    throw new Error('export: the columns are not the id, the arrival and then text')
+  return { id, receivedAt, texts }
+}
+
+export const EXPORT_SHAPE = fastShape()
 
 /*
  * The CSV cell rule, stated once. csvCell below applies it to a value; the byte writer (bytes.ts)

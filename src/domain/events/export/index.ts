@@ -1,6 +1,7 @@
 // Event exports (SPEC §3.1): RFC 4180 CSV (formula-safe) and a JSON array, streamed from the database.
 import type { Database } from '../../../db/connect.js'
-import { type EventFilter, planEventExport } from '../queries.js'
+import type { EventFilter } from '../logs-query.js'
+import { planEventExport } from '../query-plan.js'
 import { CSV_HEADER, type ExportFormat } from './format.js'
 import { POSTGRES_CHUNK_ROWS, postgresChunks } from './postgres.js'
 import { SQLITE_CHUNK_ROWS, sqliteChunks } from './sqlite.js'

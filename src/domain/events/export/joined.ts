@@ -1,5 +1,5 @@
 // The SQLite chunk as one blob of joined records (sqlite.ts), turned into CSV or JSON bytes in one pass, or refused.
-import type { Position } from '../queries.js'
+import type { Position } from '../query-plan.js'
 import {
   COMMA,
   CR,
@@ -13,6 +13,7 @@ import {
   writeInteger,
   writeIsoTime,
 } from './bytes.js'
+import { EXPORT_SHAPE } from './format.js'
 
 /*
  * SQLite hands over a chunk as one value: every record's fields joined by FIELD_SEPARATOR, the records
@@ -26,8 +27,8 @@ import {
 export const FIELD_SEPARATOR = 0x1f
 export const RECORD_SEPARATOR = 0x1e
 
-/** The ten text values of a CSV record, after id and received_at. */
-export const CSV_TEXT_FIELDS = 10
+/** The text values of a CSV record, after id and received_at. */
+export const CSV_TEXT_FIELDS = EXPORT_SHAPE.texts.length
 
 // The copy of the CSV values (csvFromJoined) looks closer only at bytes up to the quote, found four
 // at a time by subtracting this from a word: a byte below it borrows into its top bit.
@@ -173,8 +174,8 @@ export function csvFromJoined(
   return { id: lastId, receivedAt: lastAt }
 }
 
-const JSON_ID = Buffer.from('{"id":', 'latin1')
-const JSON_TIME = Buffer.from(',"received_at":"', 'latin1')
+const JSON_ID = Buffer.from(`{"${EXPORT_SHAPE.id.key}":`, 'latin1')
+const JSON_TIME = Buffer.from(`,"${EXPORT_SHAPE.receivedAt.key}":"`, 'latin1')
 const OPEN_BRACE = 0x7b
 
 /**

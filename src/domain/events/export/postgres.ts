@@ -4,9 +4,10 @@ import type { PostgresHandle } from '../../../db/connect.js'
 import { loadPg } from '../../../db/connect.js'
 import { BinaryCopyReader } from '../../../db/copy-binary.js'
 import { copyOut } from '../../../db/copy-out.js'
+import { EXPORTED_COLUMNS } from '../../../db/event-columns.js'
 import { EXPORT_COLUMNS } from '../event.js'
-import type { EventQueryPlan, Position } from '../queries.js'
-import { selectEvents } from '../queries.js'
+import type { EventQueryPlan, Position } from '../query-plan.js'
+import { selectEvents } from '../query-plan.js'
 import {
   ChunkBytes,
   COMMA,
@@ -23,7 +24,7 @@ import {
   writeInteger,
   writeIsoTime,
 } from './bytes.js'
-import type { ExportFormat } from './format.js'
+import { EXPORT_SHAPE, type ExportFormat } from './format.js'
 
 /**
  * Rows per COPY. Each chunk is its own short statement (well inside statement_timeout) and holds a
@@ -38,11 +39,8 @@ export const POSTGRES_CHUNK_ROWS = 10_000
  * (to_char, row_to_json and the CSV cell expressions cost it several times the plain copy), and
  * here the bytes go to the output with a scan for the few that CSV or JSON must escape.
  */
-const PG_COLUMNS = sql.raw(
-  'events.id, events.received_at, events.service, events.environment, events.version, events.status, ' +
-    'events.url, events.commit_sha, events.description, events.deployer, events.source, events.api_key_name',
-)
-const PG_FIELDS = 12
+const PG_COLUMNS = sql.raw(EXPORTED_COLUMNS.map(({ column }) => `events.${column}`).join(', '))
+const PG_FIELDS = EXPORTED_COLUMNS.length
 
 /**
  * COPY takes no bind parameters, so the filter's values are written into the statement: numbers as
@@ -58,8 +56,8 @@ function inlineParameters(text: string, parameters: readonly unknown[]): string 
   })
 }
 
-const JSON_ID = Buffer.from('{"id":', 'latin1')
-const JSON_TIME = Buffer.from(',"received_at":"', 'latin1')
+const JSON_ID = Buffer.from(`{"${EXPORT_SHAPE.id.key}":`, 'latin1')
+const JSON_TIME = Buffer.from(`,"${EXPORT_SHAPE.receivedAt.key}":"`, 'latin1')
 /** JSON text before each value: `,"service":`, …, in EXPORT_COLUMNS order (id and time are written whole). */
 const JSON_KEYS = EXPORT_COLUMNS.map((key) => Buffer.from(`,"${key}":`, 'latin1'))
 

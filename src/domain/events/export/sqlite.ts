@@ -3,13 +3,13 @@ import { isUtf8 } from 'node:buffer'
 import { setImmediate as nextTurn } from 'node:timers/promises'
 import { sql } from 'kysely'
 import type { SqliteHandle, SqlReader } from '../../../db/connect.js'
+import { EVENT_COLUMN_NAMES } from '../../../db/event-columns.js'
 import type { EventRow } from '../../../db/schema.js'
-import type { EventQueryPlan, Position } from '../queries.js'
-import { selectEvents } from '../queries.js'
-import { type ExportFormat, eventToCsvLine, eventToJson } from './format.js'
+import type { EventQueryPlan, Position } from '../query-plan.js'
+import { selectEvents } from '../query-plan.js'
+import { EXPORT_SHAPE, type ExportFormat, eventToCsvLine, eventToJson } from './format.js'
 import {
   type ChunkEnd,
-  CSV_TEXT_FIELDS,
   csvFromJoined,
   FIELD_SEPARATOR,
   type JoinedOutput,
@@ -26,20 +26,8 @@ import {
  */
 export const SQLITE_CHUNK_ROWS = 2000
 
-/** The ten text columns after id and received_at, in export order. */
-const SQLITE_TEXT_COLUMNS = [
-  'events.service',
-  'events.environment',
-  'events.version',
-  'events.status',
-  'events.url',
-  'events.commit_sha',
-  'events.description',
-  'events.deployer',
-  'events.source',
-  'events.api_key_name',
-]
-if (SQLITE_TEXT_COLUMNS.length !== CSV_TEXT_FIELDS) throw new Error('export: CSV text columns out of step')
+/** The text columns after id and received_at, in export order. */
+const SQLITE_TEXT_COLUMNS = EXPORT_SHAPE.texts.map(({ column }) => `events.${column}`)
 
 /** The separators as SQL string literals (the raw control characters; SQLite takes any text there). */
 const FIELD = `'${String.fromCharCode(FIELD_SEPARATOR)}'`
@@ -60,34 +48,13 @@ const SQLITE_CSV_RECORD = `concat(events.id, ${FIELD}, events.received_at, ${SQL
  */
 const SQLITE_JSON_RECORD =
   `concat(events.id, ${FIELD}, events.received_at, ${FIELD}, ` +
-  "json_object('service', events.service, 'environment', events.environment, 'version', events.version, " +
-  "'status', events.status, 'url', events.url, 'commit', events.commit_sha, 'description', events.description, " +
-  "'deployer', events.deployer, 'source', events.source, 'api_key_name', events.api_key_name))"
+  `json_object(${EXPORT_SHAPE.texts.map(({ column, key }) => `'${key}', events.${column}`).join(', ')}))`
 
 /**
- * What the plain way reads: the stored row, column by column (never `*`: columns the export does
- * not show may be added to the table).
+ * What the plain way reads: the stored row, column by column (never `*`: the row is read as the
+ * table is described, whatever a newer schema may have added).
  */
-const PLAIN_COLUMNS = sql.raw(
-  [
-    'id',
-    'account_id',
-    'service',
-    'environment',
-    'version',
-    'status',
-    'url',
-    'commit_sha',
-    'description',
-    'deployer',
-    'source',
-    'api_key_id',
-    'api_key_name',
-    'received_at',
-  ]
-    .map((column) => `events.${column}`)
-    .join(', '),
-)
+const PLAIN_COLUMNS = sql.raw(EVENT_COLUMN_NAMES.map((column) => `events.${column}`).join(', '))
 
 /** A compiled statement. */
 interface Query {
