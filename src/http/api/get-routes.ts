@@ -6,6 +6,7 @@ import { boardCells } from '../../domain/deployments/queries.js'
 import { environmentsInOrder, stallMsOf } from '../../domain/deployments/read-queries.js'
 import { ApiEventSchema, toApiEvent } from '../../domain/events/event.js'
 import { byName, listEventPage } from '../../domain/events/queries.js'
+import { FRESH } from '../plugins/fresh-deployments.js'
 import { methodNotAllowed } from '../problem.js'
 import { readBodyOfAnyType } from './ingest.js'
 import { BODY_OPTIONAL } from './openapi-document.js'
@@ -108,7 +109,6 @@ export async function getRoutes(app: FastifyInstance, options: ReadOptions): Pro
 
     const running = async (request: FastifyRequest): Promise<Static<typeof GetAnswer>> => {
       const reader = readerOf(request)
-      await request.server.shiplog.deployments.current()
       const now = Date.now()
       const stallMs = await stallMsOf(db, reader.accountId)
       const [cells, environments] = await Promise.all([
@@ -173,10 +173,12 @@ export async function getRoutes(app: FastifyInstance, options: ReadOptions): Pro
     }
     scope.get('/get', {
       exposeHeadRoute: false,
+      ...FRESH,
       schema: { ...getSchema, operationId: 'getRunning' },
       handler: running,
     })
     scope.post('/get', {
+      ...FRESH,
       schema: { ...getSchema, operationId: 'getRunningPost', summary: `${getSchema.summary} (POST form)` },
       handler: running,
     })
