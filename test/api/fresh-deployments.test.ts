@@ -196,6 +196,12 @@ test('every route that reads derived deployments is registered with the read-you
 
 test('the flag derives before the handler: an event just acknowledged shows on the board', async (t) => {
   const ctx = await buildTestApp(t)
+  // Before the key is first used: the verifier keeps what it read for a while.
+  await ctx.database.db
+    .updateTable('api_keys')
+    .set({ scopes: 'ingest,read' })
+    .where('id', '=', ctx.tenant.keyId)
+    .execute()
   await ctx.app.ready()
   // The background task may not run in between: the answer must not depend on it.
   await ctx.app.tasks.stop()
@@ -206,11 +212,6 @@ test('the flag derives before the handler: an event just acknowledged shows on t
     status: 'Deployed',
   })
   assert.equal(made.status, 201)
-  await ctx.database.db
-    .updateTable('api_keys')
-    .set({ scopes: 'ingest,read' })
-    .where('id', '=', ctx.tenant.keyId)
-    .execute()
   const res = await ctx.app.inject({ method: 'GET', url: '/get', headers: { 'x-api-key': ctx.tenant.key } })
   assert.equal(res.statusCode, 200)
   assert.deepEqual(res.json().apps, [
