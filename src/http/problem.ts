@@ -109,7 +109,10 @@ export function toProblem(err: FastifyError | Error, request: FastifyRequest): H
   }
   if (isDatabaseUnavailable(err)) {
     // Once per outage, not once per refused request (see OutageLog).
-    outageLogFor(request.server.shiplog?.database ?? request.server).failed(request.log, err)
+    outageLogFor(request.server.hasDecorator('database') ? request.server.database : request.server).failed(
+      request.log,
+      err,
+    )
     return problems.unavailable()
   }
   const fastifyError = err as FastifyError

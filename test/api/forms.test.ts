@@ -346,7 +346,7 @@ test('last-used time of a key is recorded without a write per request', async (t
     .where('id', '=', ctx.tenant.keyId)
     .executeTakeFirstOrThrow()
   assert.equal(pending.last_used_at, null)
-  await ctx.app.shiplog.usage.flush()
+  await ctx.app.keyUsage.flush()
   const row = await ctx.database.db
     .selectFrom('api_keys')
     .select('last_used_at')

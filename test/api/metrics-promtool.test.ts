@@ -98,9 +98,9 @@ test('/metrics after traffic of every kind passes promtool check metrics', {
   // The stream delivered something; webhooks are sent (the sender runs its queue until empty).
   const first = await reader?.read()
   assert.ok(first?.value && first.value.length > 0, 'the stream sent something')
-  await app.shiplog.deployments.current()
+  await app.deployments.current()
   for (let i = 0; i < 50 && good.received.length === 0; i++) {
-    await app.shiplog.webhooks.runOnce()
+    await app.webhooks.runOnce()
     await new Promise((r) => setTimeout(r, 20))
   }
   assert.ok(good.received.length > 0 && bad.received.length > 0, 'both targets were called')

@@ -262,7 +262,7 @@ test('deployments by outcome: a Deploying+Deployed pair is one succeeded; open o
     status: 'Failed',
   })
   assert.equal(failed.status, 201)
-  await app.shiplog.deployments.current()
+  await app.deployments.current()
   const s = await scrape(app)
   assert.equal(s.value('shiplog_deployments', { outcome: 'succeeded' }), 1)
   assert.equal(s.value('shiplog_deployments', { outcome: 'failed' }), 1)
@@ -282,7 +282,7 @@ test('the deployment counts are one query per 30 s: a scrape within that reuses 
   }
   assert.equal((await outcomes()).succeeded, 0)
   await insertEvents(database, tenant.account.id, [{ service: 'cached', version: 'c1', status: 'Deployed' }])
-  await app.shiplog.deployments.current()
+  await app.deployments.current()
   assert.equal((await outcomes()).succeeded, 0, 'within the 30 s the figures are reused')
   now += DEPLOYMENT_COUNTS_TTL_MS
   assert.equal((await outcomes()).succeeded, 1, 'after it they are read again')
@@ -361,7 +361,7 @@ test('cardinality: 200 requests to random unknown paths add at most one route la
 
 test('the other parts feed theirs: webhook deliveries, queue depth, stream clients; a failing read keeps the scrape', async (t) => {
   const { app } = await buildTestApp(t)
-  const { metrics } = app.shiplog
+  const { metrics } = app
   let s = await scrape(app)
   assert.equal(s.value('shiplog_webhook_deliveries_total', { outcome: 'delivered' }), 0)
   assert.equal(s.value('shiplog_stream_clients'), 0)

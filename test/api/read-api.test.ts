@@ -410,7 +410,7 @@ test("401 for a missing or bad key is the ingest routes' own answer; a session m
     .set({ revoked_at: Date.now() })
     .where('scopes', '=', 'read')
     .execute()
-  ctx.app.shiplog.verifier.clear()
+  ctx.app.keyVerifier.clear()
   assert.deepEqual((await get(ctx, '/api/v1/events', read)).json(), ingestBadKey.json())
 
   // A logged-in member reads the API with the session cookie alone.

@@ -174,7 +174,7 @@ test('every route: a write holding NUL, or a control character in its path, is r
   const w = await world(t)
   // The set-up's own requests used the key: its last-used time is written now, not by the
   // background task in the middle of the run (which would read as a change the fuzz made).
-  await w.ctx.app.shiplog.usage.flush()
+  await w.ctx.app.keyUsage.flush()
   const before = await snapshot(w.ctx)
   // Every hostile path parameter carries a control character, and every field U+0000 (which no
   // text column can hold): at least one of them is there. Fields a route does not read count too.

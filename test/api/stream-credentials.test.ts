@@ -79,7 +79,7 @@ test('a stream whose key is revoked ends within seconds; a reconnect gets 401; a
     ctx.database,
     ctx.tenant.account.id,
     String(doomed.id),
-    ctx.app.shiplog.verifier,
+    ctx.app.keyVerifier,
   )
   assert.ok(revoked)
   t.diagnostic(`ended after ${await endedWithin(stream)} ms`)
@@ -112,12 +112,7 @@ test('a key revoked on one instance ends its streams on another instance', async
   const kept = await readKey(one, 'kept')
   const stream = await opened(t, base, { 'x-api-key': doomed.key })
   const other = await opened(t, base, { 'x-api-key': kept.key })
-  await revokeApiKeyEverywhere(
-    one.database,
-    one.tenant.account.id,
-    String(doomed.id),
-    one.app.shiplog.verifier,
-  )
+  await revokeApiKeyEverywhere(one.database, one.tenant.account.id, String(doomed.id), one.app.keyVerifier)
   t.diagnostic(`ended after ${await endedWithin(stream)} ms`)
   await stillLive(two, other, '1')
 })

@@ -79,7 +79,7 @@ test('a client resuming with Last-Event-ID gets exactly what it missed, then liv
 
   const missed: unknown[] = []
   for (const v of ['2', '3', '4']) missed.push((await deploy(ctx.app, ctx.tenant.key, event(v))).body.id)
-  await ctx.app.shiplog.deployments.current()
+  await ctx.app.deployments.current()
 
   const resumed = await openStream(base, { 'x-api-key': reader, 'last-event-id': String(lastId) })
   t.after(() => resumed.close())
@@ -128,23 +128,23 @@ test('an event that commits late, below ids already sent, still arrives once, an
   }
   await insert(1000, 'Deploying', at)
   await insert(1002, 'Deployed', at + 2000)
-  await ctx.app.shiplog.deployments.current()
-  ctx.app.shiplog.live.hub.wake()
+  await ctx.app.deployments.current()
+  ctx.app.live.hub.wake()
   await stream.waitFor(4)
   assert.deepEqual(
     stream.messages.filter((m) => m.event === 'event').map((m) => m.data.id),
     [1000, 1002],
   )
   await insert(1001, 'Deploying', at + 1000)
-  await ctx.app.shiplog.deployments.current()
-  ctx.app.shiplog.live.hub.wake()
+  await ctx.app.deployments.current()
+  ctx.app.live.hub.wake()
   const messages = await stream.waitFor(6)
   assert.equal(messages[4]?.event, 'event')
   assert.equal(messages[4]?.data.id, 1001, 'the late event arrives')
   assert.equal(messages[5]?.event, 'deployment')
   assert.equal(messages[5]?.id, '1002', 'its id is the highest sent, so a reconnect replays nothing twice')
   // Nothing more, and nothing twice, on the next wake-ups.
-  ctx.app.shiplog.live.hub.wake()
+  ctx.app.live.hub.wake()
   await new Promise((resolve) => setTimeout(resolve, 2500))
   assert.equal(stream.messages.length, 6)
 })
@@ -155,7 +155,7 @@ test('more missed events than a replay sends get a reset message', async (t) => 
   const statements = []
   for (let i = 1; i <= 1001; i++) statements.push(deploy(ctx.app, ctx.tenant.key, event(String(i))))
   for (const res of await Promise.all(statements)) assert.equal(res.status, 201)
-  await ctx.app.shiplog.deployments.current()
+  await ctx.app.deployments.current()
   const stream = await openStream(base, { 'x-api-key': reader, 'last-event-id': String(first.body.id) })
   t.after(() => stream.close())
   const [reset] = await stream.waitFor(1)
@@ -170,7 +170,7 @@ test('more missed events than a replay sends get a reset message', async (t) => 
 test('a Last-Event-ID above the newest event (a restored backup) gets a reset, then every new event', async (t) => {
   const { ctx, base, reader } = await started(t)
   const first = await deploy(ctx.app, ctx.tenant.key, event('1'))
-  await ctx.app.shiplog.deployments.current()
+  await ctx.app.deployments.current()
   // A tab that followed the database before it was restored from an older backup.
   const ahead = Number(first.body.id) + 500
   const stream = await openStream(base, { 'x-api-key': reader, 'last-event-id': String(ahead) })
@@ -243,9 +243,9 @@ test('streams per account are capped (429) and a closed stream frees its place',
   const refused = await openStream(base, { 'x-api-key': reader })
   assert.equal(refused.status, 429)
   assert.match(String(refused.headers['content-type']), /^application\/problem\+json/)
-  await until(() => ctx.app.shiplog.live.hub.clients() === 2)
+  await until(() => ctx.app.live.hub.clients() === 2)
   a.close()
-  await until(() => ctx.app.shiplog.live.hub.clients() === 1)
+  await until(() => ctx.app.live.hub.clients() === 1)
   const c = await openStream(base, { 'x-api-key': reader })
   assert.equal(c.status, 200)
   b.close()
@@ -284,7 +284,7 @@ test('one key or session holds at most its own share of the streams (429); other
   }
   // A closed stream frees its place for its own key.
   streams[0]?.close()
-  await until(() => ctx.app.shiplog.live.hub.clients() === 4)
+  await until(() => ctx.app.live.hub.clients() === 4)
   const freed = await openStream(base, { 'x-api-key': reader })
   streams.push(freed)
   assert.equal(freed.status, 200)
@@ -301,7 +301,7 @@ test('a client that reads nothing is dropped once its buffer bound is reached', 
   slow.response.pause()
   slow.response.socket.pause()
   const long = { description: 'd'.repeat(500), url: `https://example.com/${'u'.repeat(2000)}` }
-  const hub = ctx.app.shiplog.live.hub
+  const hub = ctx.app.live.hub
   await until(() => hub.clients() === 1)
   const deadline = Date.now() + 60_000
   let sent = 0

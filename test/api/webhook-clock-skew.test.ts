@@ -61,10 +61,10 @@ test('an end received before its start: no Duration in Slack, a Grafana region t
   const start = Date.now()
   await sendAt(ctx, start, 'Deploying')
   await sendAt(ctx, start - 10 * 60_000, 'Deployed')
-  await ctx.app.shiplog.deployments.current()
+  await ctx.app.deployments.current()
   const end = Date.now() + 5000
   while (Date.now() < end && (slack.received.length < 1 || grafana.received.length < 1)) {
-    await ctx.app.shiplog.webhooks.runOnce()
+    await ctx.app.webhooks.runOnce()
     await new Promise((r) => setTimeout(r, 20))
   }
   assert.equal(slack.received.length, 1)

@@ -48,8 +48,8 @@ test('a webhook sealed with another secret shows as failing in Settings, and the
     status: 'Deployed',
   })
   assert.equal(res.status, 201)
-  await ctx.app.shiplog.deployments.current()
-  await ctx.app.shiplog.webhooks.runOnce()
+  await ctx.app.deployments.current()
+  await ctx.app.webhooks.runOnce()
   assert.equal(receiver.received.length, 0, 'nothing is sent unsigned')
   const delivery = await ctx.database.db
     .selectFrom('webhook_deliveries')

@@ -72,8 +72,8 @@ test('admins add, resend and delete webhooks; bad input changes nothing; members
     version: '1',
     status: 'Deployed',
   })
-  await ctx.app.shiplog.deployments.current()
-  await ctx.app.shiplog.webhooks.runOnce()
+  await ctx.app.deployments.current()
+  await ctx.app.webhooks.runOnce()
   assert.equal(receiver.received.length, 1)
   const hook = await ctx.database.db.selectFrom('webhooks').select('id').executeTakeFirstOrThrow()
   const delivery = await ctx.database.db
@@ -104,7 +104,7 @@ test('admins add, resend and delete webhooks; bad input changes nothing; members
   )
   assert.equal(resent.statusCode, 303)
   assert.equal(resent.headers.location, `/settings/webhooks/${hook.id}/`)
-  await ctx.app.shiplog.webhooks.runOnce()
+  await ctx.app.webhooks.runOnce()
   assert.equal(receiver.received.length, 2)
   assert.equal(
     receiver.received[1]?.headers['shiplog-delivery'],

@@ -79,11 +79,11 @@ async function send(ctx: TestApp, service: string, version: string, status: stri
  * fail with a less telling message, or to pass on a half-run queue.
  */
 async function drain(ctx: TestApp, until?: () => boolean | Promise<boolean>, ms = 15_000): Promise<void> {
-  await ctx.app.shiplog.deployments.current()
+  await ctx.app.deployments.current()
   const end = Date.now() + ms
   let pending = 0
   for (;;) {
-    const claimed = await ctx.app.shiplog.webhooks.runOnce()
+    const claimed = await ctx.app.webhooks.runOnce()
     if (until && (await until())) return
     if (claimed === 0) {
       const row = await ctx.database.db
@@ -113,7 +113,7 @@ test('json deliveries are signed, carry the event and the deployment it ended, o
   const ctx = await buildTestApp(t, { env: ENV })
   const receiver = await startReceiver(t)
   await send(ctx, 'api', '0.9', 'Deployed') // before the webhook: never sent
-  await ctx.app.shiplog.deployments.current()
+  await ctx.app.deployments.current()
   const { secret } = await hook(ctx, `${receiver.url}/in`, {
     statuses: ['Deploying'],
     outcomes: ['succeeded', 'failed'],
@@ -276,13 +276,13 @@ test('redirects, huge, slow and silent answers are failures in the log and the q
   const urls = ['/redirect', '/huge', '/slow', '/silent', '/ok']
   for (const path of urls) await hook(ctx, `${receiver.url}${path}`, { statuses: ['Deployed'] })
   await send(ctx, 'api', '1.0', 'Deployed')
-  await ctx.app.shiplog.deployments.current()
+  await ctx.app.deployments.current()
   // The app's own background sender may take some of them first: wait until each was tried once.
   let rows = await deliveries(ctx)
   const tried = () =>
     rows.length === 5 && rows.every((r) => Number(r.attempts) >= 1 && r.lease_until === null)
   for (let i = 0; i < 100 && !tried(); i++) {
-    await ctx.app.shiplog.webhooks.runOnce()
+    await ctx.app.webhooks.runOnce()
     rows = await deliveries(ctx)
     await new Promise((r) => setTimeout(r, 50))
   }
@@ -351,7 +351,7 @@ test('a webhook that only failed for a day is disabled and gets no new deliverie
   assert.equal(audit[0]?.target, new URL(receiver.url).origin)
   assert.match(String(audit[0]?.details), /failed for 24 hours/)
   await send(ctx, 'api', '1.1', 'Deployed')
-  await ctx.app.shiplog.deployments.current()
+  await ctx.app.deployments.current()
   await topUpWebhooks(ctx.database)
   assert.equal((await deliveries(ctx)).length, 1)
 })
@@ -377,7 +377,7 @@ test('an event that commits late, below ids already derived, still triggers its 
   // transaction on PostgreSQL). Until it does, the webhook's cursor waits below it.
   await insert(1, 'Deploying', at)
   await insert(3, 'Deployed', at + 2000)
-  await ctx.app.shiplog.deployments.current()
+  await ctx.app.deployments.current()
   await topUpWebhooks(ctx.database)
   const cursor = async () =>
     Number(
@@ -386,7 +386,7 @@ test('an event that commits late, below ids already derived, still triggers its 
     )
   assert.equal(await cursor(), 1, 'the cursor stops short of the gap')
   await insert(2, 'Deploying', at + 1000)
-  await ctx.app.shiplog.deployments.current()
+  await ctx.app.deployments.current()
   await topUpWebhooks(ctx.database)
   assert.equal(await cursor(), 3)
   const rows = await deliveries(ctx)
@@ -431,9 +431,9 @@ test('a failing webhook is logged once, without its path, and once more when it 
     status: 'Deployed',
   })
   assert.equal(res.status, 201)
-  await app.shiplog.deployments.current()
+  await app.deployments.current()
   for (let i = 0; i < 200 && receiver.received.length < 4; i++) {
-    await app.shiplog.webhooks.runOnce()
+    await app.webhooks.runOnce()
     await new Promise((r) => setTimeout(r, 20))
   }
   assert.equal(receiver.received.length, 4)

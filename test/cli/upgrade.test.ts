@@ -135,7 +135,7 @@ test('a database at the first schema, filled in its shape, upgrades to the lates
   })
   assert.equal(recorded.status, 201, 'the key made before the upgrade records events')
 
-  await ctx.app.shiplog.deployments.current()
+  await ctx.app.deployments.current()
   const stored = await storedDeployments(ctx.database)
   assert.deepEqual(stored, await expectedDeployments(ctx.database))
   const web = [...stored.values()].flat().find((d) => d.service === 'legacy-web')

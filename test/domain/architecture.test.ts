@@ -28,7 +28,9 @@ const LAYER_RULES: [from: string, mustNotImport: string[]][] = [
   ['db/', ['domain/', 'http/', 'views/', 'cli/', 'app.ts', 'server.ts']],
   ['domain/', ['http/', 'views/', 'cli/', 'app.ts', 'server.ts']],
   ['views/', ['http/', 'cli/', 'app.ts', 'server.ts', 'db/connect.ts']],
-  ['http/', ['cli/', 'server.ts']],
+  ['http/', ['cli/', 'server.ts', 'app.ts', 'features/']],
+  // Features (src/features/) wire domain parts and http routes into plugins; app.ts lists them.
+  ['features/', ['cli/', 'server.ts', 'app.ts']],
 ]
 
 test('no arrow points up: db knows nothing of domain, domain nothing of http, views get no handles', () => {

@@ -255,7 +255,7 @@ test('webhooks: created, enabled, redelivered and deleted, each with its entry',
   const { db } = ctx.database
   const [eventId] = await insertEvents(ctx.database, accountId, [{}])
   assert.ok(eventId)
-  await ctx.app.shiplog.deployments.current()
+  await ctx.app.deployments.current()
   const expectedDetails = {
     format: 'slack',
     statuses: ['Deployed'],
@@ -423,7 +423,7 @@ test('board settings: service details, environments, stall time and badge token,
     { service: 'api', environment: 'prod' },
     { service: 'api', environment: 'staging' },
   ])
-  await ctx.app.shiplog.deployments.current()
+  await ctx.app.deployments.current()
   const meta = {
     team: 'payments',
     description: null,
@@ -557,7 +557,7 @@ test('a failure inside a command leaves neither the change nor its entry', async
     .execute()
   const [eventId] = await insertEvents(ctx.database, accountId, [{}])
   assert.ok(eventId)
-  await ctx.app.shiplog.deployments.current()
+  await ctx.app.deployments.current()
   const delivery = await failedDelivery(db, accountId, webhookId, eventId)
   const password = await hashedPassword('another password')
   const appSecret = await resolveAppSecret(ctx.config, db)

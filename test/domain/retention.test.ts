@@ -69,7 +69,7 @@ test('pruning removes exactly the old deployments and their events while ingest 
     status: 'Deploying',
   })
   assert.equal(recent.status, 201)
-  await ctx.app.shiplog.deployments.current()
+  await ctx.app.deployments.current()
 
   // Another account with the same old history keeps everything (no retention set there).
   const other = await ctx.addTenant('Other')
@@ -169,7 +169,7 @@ test('pruning removes exactly the old deployments and their events while ingest 
   )
 
   // Deployments, derived again by the server, equal the rules applied to the events kept.
-  await ctx.app.shiplog.deployments.current()
+  await ctx.app.deployments.current()
   assert.deepEqual(await storedDeployments(ctx.database), await expectedDeployments(ctx.database))
 
   const deliveries = await ctx.database.db.selectFrom('webhook_deliveries').select('event_id').execute()
@@ -256,7 +256,7 @@ test('the background task logs one line per run with its counts; nothing when no
     { version: 'b', received_at: old + 1 },
     { version: 'c', received_at: old + 2 },
   ])
-  await ctx.app.shiplog.deployments.current()
+  await ctx.app.deployments.current()
   await setRetention(ctx.database.db, ctx.tenant.account.id, 7)
   await task.run()
   assert.equal(lines.length, 1)

@@ -147,7 +147,7 @@ test('runSoon runs a task before its turn; during a run, the next follows soon; 
 test('the app runs the key-usage flush, session clean-up, deployments catch-up, webhook delivery, the live hub poll and (on SQLite) the version index on its runner', async (t) => {
   const ctx = await buildTestApp(t)
   await ctx.app.ready()
-  const names = Object.keys(ctx.app.shiplog.tasks.counters()).sort()
+  const names = Object.keys(ctx.app.tasks.counters()).sort()
   const expected = [
     'chain',
     'deployments',
@@ -160,7 +160,7 @@ test('the app runs the key-usage flush, session clean-up, deployments catch-up, 
   ]
   assert.deepEqual(names, expected.sort())
   if (testDialect === 'sqlite') {
-    for (let waited = 0; (ctx.app.shiplog.tasks.counters()['version-index']?.runs ?? 0) < 1; waited += 20) {
+    for (let waited = 0; (ctx.app.tasks.counters()['version-index']?.runs ?? 0) < 1; waited += 20) {
       assert.ok(waited < 3000, 'the version index ran')
       await sleep(20)
     }

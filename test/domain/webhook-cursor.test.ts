@@ -21,7 +21,7 @@ const ENV = { SHIPLOG_WEBHOOK_ALLOW_PRIVATE: '1', SHIPLOG_WEBHOOK_RETRY_BASE_MS:
 /** The app, with its background tasks stopped: only what the test calls queues or sends. */
 async function quietApp(t: Parameters<typeof buildTestApp>[0], databaseUrl?: string): Promise<TestApp> {
   const ctx = await buildTestApp(t, { env: ENV, ...(databaseUrl ? { databaseUrl } : {}) })
-  await ctx.app.shiplog.tasks.stop()
+  await ctx.app.tasks.stop()
   return ctx
 }
 

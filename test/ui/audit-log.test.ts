@@ -114,7 +114,7 @@ test('every UI action writes one entry with actor, address, target and what chan
   for (const environment of ['prod', 'staging']) {
     await deploy(ctx.app, ctx.tenant.key, { service: 'api', environment, version: '1', status: 'Deployed' })
   }
-  await ctx.app.shiplog.deployments.current()
+  await ctx.app.deployments.current()
   assert.equal((await admin.submit('/settings/', '/settings/stall-time', { minutes: '30' })).statusCode, 303)
   assert.equal(
     (await admin.submit('/settings/', '/settings/environments', { environment: 'staging', action: 'hide' }))

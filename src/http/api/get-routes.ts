@@ -8,6 +8,7 @@ import { stallMsOf } from '../../domain/board/settings.js'
 import { byName } from '../../domain/events/account-names.js'
 import { ApiEventSchema, toApiEvent } from '../../domain/events/event.js'
 import { listEventPage } from '../../domain/events/event-pages.js'
+import { FRESH } from '../plugins/fresh-deployments.js'
 import { methodNotAllowed } from '../problem.js'
 import { readBodyOfAnyType } from './ingest.js'
 import { BODY_OPTIONAL } from './openapi-document.js'
@@ -110,7 +111,6 @@ export async function getRoutes(app: FastifyInstance, options: ReadOptions): Pro
 
     const running = async (request: FastifyRequest): Promise<Static<typeof GetAnswer>> => {
       const reader = readerOf(request)
-      await request.server.shiplog.deployments.current()
       const now = Date.now()
       const stallMs = await stallMsOf(db, reader.accountId)
       const [cells, environments] = await Promise.all([
@@ -175,10 +175,12 @@ export async function getRoutes(app: FastifyInstance, options: ReadOptions): Pro
     }
     scope.get('/get', {
       exposeHeadRoute: false,
+      ...FRESH,
       schema: { ...getSchema, operationId: 'getRunning' },
       handler: running,
     })
     scope.post('/get', {
+      ...FRESH,
       schema: { ...getSchema, operationId: 'getRunningPost', summary: `${getSchema.summary} (POST form)` },
       handler: running,
     })

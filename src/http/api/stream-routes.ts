@@ -25,8 +25,9 @@ import { MAX_ID } from '../../domain/whole-numbers.js'
 import { HttpProblem, methodNotAllowed } from '../problem.js'
 import { problemResponses, READ_SECURITY } from './openapi-schemas.js'
 import { type ReadOptions, readerOf, requireReader } from './read-auth.js'
+import { toApiDeployment } from './read-deployments.js'
 import { ParamReader, readEventNames } from './read-params.js'
-import { eventNameParams, toApiDeployment } from './read-routes.js'
+import { eventNameParams } from './read-shared.js'
 
 export const STREAM_PATH = '/api/v1/stream'
 /** A comment line this often keeps proxies and the connection timeout from closing an idle stream. */

@@ -1,5 +1,6 @@
 // Public README badges (SPEC §6.3): /badge/<token>/<service>/<environment>.svg and .json. No
 // session; the token alone opens one account's running versions, nothing else.
+
 import { createHash } from 'node:crypto'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { FastifyReply, FastifyRequest } from 'fastify'
@@ -8,6 +9,7 @@ import { accountByBadgeToken, type BadgeState, badgeState } from '../../domain/b
 import { namesNothing } from '../../text-rules.js'
 import { BADGE_SEPARATOR, type BadgePart, badgeSvg, shieldsEndpoint } from '../../views/badge.js'
 import { PUBLIC, problemResponses } from '../api/openapi-schemas.js'
+import { FRESH } from '../plugins/fresh-deployments.js'
 import type { UiContext } from './context.js'
 
 const BadgeParams = Type.Object({
@@ -145,7 +147,7 @@ export const badgeRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app, ctx
   app.get(
     BADGE_PATH,
     // A malformed path (too long) gets the same refusal as a wrong token, never an HTML page.
-    { schema: { params: BadgeParams, ...BADGE_DOC }, attachValidation: true },
+    { schema: { params: BadgeParams, ...BADGE_DOC }, attachValidation: true, ...FRESH },
     async (request, reply) => {
       const { token, service, file } = request.params
       const match = /^(.+)\.(svg|json)$/s.exec(file ?? '')
@@ -157,7 +159,6 @@ export const badgeRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app, ctx
       const account = named ? await accountByBadgeToken(db, token) : undefined
       if (!account || !match?.[1]) return send(request, reply, 404, format, 'shiplog', UNKNOWN)
       const environment = match[1]
-      await app.shiplog.deployments.current()
       const state = await badgeState(db, account.id, service, environment, {
         now: Date.now(),
         stallMs: account.stallMinutes * 60_000,

@@ -31,6 +31,7 @@ import { textProblem } from '../../text-rules.js'
 import { errorPage } from '../../views/auth-pages.js'
 import { boardPage, DOT_NAME_SEGMENT, servicePath } from '../../views/board-page.js'
 import { type ServicePageData, servicePage, type TimelineSection } from '../../views/service-page.js'
+import { FRESH } from '../plugins/fresh-deployments.js'
 import { HttpProblem } from '../problem.js'
 import { auditSource } from './audit-context.js'
 import { boardRowRoute } from './board-row-route.js'
@@ -91,7 +92,6 @@ const noSuchService = () =>
 
 export const boardRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app, ctx) => {
   const { db } = ctx.database
-  const sync = () => app.shiplog.deployments.current()
 
   const admin = (request: FastifyRequest, reply: FastifyReply) => ctx.requireAdmin(request, reply)
   await app.register(boardRowRoute, ctx)
@@ -101,7 +101,7 @@ export const boardRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app, ctx
     return reply.redirect(`/services/${q === -1 ? '' : request.url.slice(q)}`, 301)
   })
 
-  app.get('/services/', { schema: { querystring: BoardQuery } }, async (request, reply) => {
+  app.get('/services/', { schema: { querystring: BoardQuery }, ...FRESH }, async (request, reply) => {
     const user = ctx.requireUser(request, reply)
     if (!user) return reply
     const query = request.query as Record<string, unknown>
@@ -112,7 +112,6 @@ export const boardRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app, ctx
     // A refused time is shown beside its field, over the board as it is now (status 422).
     const asked = readBoardInstant(atText, (single(query, 'tz') ?? '').trim(), now)
     const at = asked.at
-    await sync()
     const [settings, environments, metas] = await Promise.all([
       boardSettings(db, user.accountId),
       environmentListing(db, user.accountId),
@@ -174,7 +173,6 @@ export const boardRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app, ctx
       before = parseWholeNumber(beforeParam, 0, MAX_ID)
       if (before === undefined) throw invalid('"before" must be a deployment id (a whole number).')
     }
-    await sync()
     if (!(await serviceExists(db, user.accountId, service))) {
       // A renamed or merged service: its old page's links and bookmarks lead to the new name.
       const renamed =
@@ -239,7 +237,7 @@ export const boardRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app, ctx
 
   app.get(
     '/services/:service/',
-    { schema: { params: ServiceParams, querystring: ServiceQuery } },
+    { schema: { params: ServiceParams, querystring: ServiceQuery }, ...FRESH },
     async (request, reply) => {
       const user = ctx.requireUser(request, reply)
       if (!user) return reply
@@ -260,12 +258,11 @@ export const boardRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app, ctx
 
   app.post(
     '/services/:service/meta',
-    { schema: { params: ServiceParams, body: MetaBody } },
+    { schema: { params: ServiceParams, body: MetaBody }, ...FRESH },
     async (request, reply) => {
       const user = admin(request, reply)
       if (!user) return reply
       const service = serviceName(request.params.service, request.query)
-      await sync()
       if (!(await serviceExists(db, user.accountId, service))) throw noSuchService()
       const b = request.body
       const checked = checkServiceMeta({
@@ -306,36 +303,39 @@ export const boardRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app, ctx
       422,
     )
 
-  app.post('/settings/environments', { schema: { body: EnvironmentBody } }, async (request, reply) => {
-    const user = admin(request, reply)
-    if (!user) return reply
-    const action = request.body.action ?? ''
-    const environment = request.body.environment ?? ''
-    if (!isEnvironmentMove(action))
-      return refused(request, reply, user, 'The action must be Up, Down, Hide or Show.')
-    const badName = textProblem(environment)
-    if (badName) return refused(request, reply, user, `The environment name ${badName}.`)
-    await sync()
-    const changed = await changeEnvironmentAudited(
-      db,
-      user.accountId,
-      environment,
-      action,
-      auditSource(request, user),
-    )
-    if (!changed) {
-      return refused(request, reply, user, 'This account has no such environment.')
-    }
-    const done = {
-      up: 'moved up',
-      down: 'moved down',
-      hide: 'hidden from the board',
-      show: 'shown on the board',
-    }
-    return ctx.redirectWithFlash(reply, user, '/settings/#environments-heading', {
-      notice: `${environment} is ${done[action]}.`,
-    })
-  })
+  app.post(
+    '/settings/environments',
+    { schema: { body: EnvironmentBody }, ...FRESH },
+    async (request, reply) => {
+      const user = admin(request, reply)
+      if (!user) return reply
+      const action = request.body.action ?? ''
+      const environment = request.body.environment ?? ''
+      if (!isEnvironmentMove(action))
+        return refused(request, reply, user, 'The action must be Up, Down, Hide or Show.')
+      const badName = textProblem(environment)
+      if (badName) return refused(request, reply, user, `The environment name ${badName}.`)
+      const changed = await changeEnvironmentAudited(
+        db,
+        user.accountId,
+        environment,
+        action,
+        auditSource(request, user),
+      )
+      if (!changed) {
+        return refused(request, reply, user, 'This account has no such environment.')
+      }
+      const done = {
+        up: 'moved up',
+        down: 'moved down',
+        hide: 'hidden from the board',
+        show: 'shown on the board',
+      }
+      return ctx.redirectWithFlash(reply, user, '/settings/#environments-heading', {
+        notice: `${environment} is ${done[action]}.`,
+      })
+    },
+  )
 
   app.post('/settings/stall-time', { schema: { body: StallBody } }, async (request, reply) => {
     const user = admin(request, reply)

@@ -11,6 +11,7 @@ import { serviceMeta } from '../../domain/services.js'
 import { textProblem } from '../../text-rules.js'
 import { boardRowHtml } from '../../views/board-page.js'
 import { html } from '../../views/html.js'
+import { FRESH } from '../plugins/fresh-deployments.js'
 import { HttpProblem } from '../problem.js'
 import type { UiContext } from './context.js'
 
@@ -19,13 +20,12 @@ const RowQuery = Type.Object({ service: Type.Optional(Type.String({ maxLength: 4
 export const boardRowRoute: FastifyPluginAsyncTypebox<UiContext> = async (app, ctx) => {
   const { db } = ctx.database
 
-  app.get('/board/row', { schema: { querystring: RowQuery } }, async (request, reply) => {
+  app.get('/board/row', { schema: { querystring: RowQuery }, ...FRESH }, async (request, reply) => {
     const user = ctx.requireUser(request, reply)
     if (!user) return reply
     const service = request.query.service ?? ''
     const bad = service === '' ? 'is empty' : textProblem(service)
     if (bad) throw new HttpProblem(422, 'invalid-query', 'Invalid address', `The "service" ${bad}.`)
-    await app.shiplog.deployments.current()
     const now = Date.now()
     const [settings, environments, meta] = await Promise.all([
       boardSettings(db, user.accountId),

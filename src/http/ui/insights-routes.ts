@@ -29,6 +29,7 @@ import { knownZone } from '../../domain/time-zones.js'
 import { errorPage } from '../../views/auth-pages.js'
 import { deploymentsListPage, type WindowQuery } from '../../views/deployments-list.js'
 import { insightsPage, windowText } from '../../views/insights-page.js'
+import { FRESH } from '../plugins/fresh-deployments.js'
 import type { UiContext } from './context.js'
 
 /** The most rows one list shows; the page says so when a figure counted more. */
@@ -196,9 +197,8 @@ export const insightsRoutes: FastifyPluginAsync<UiContext> = async (plain, ctx) 
   const { db } = ctx.database
   const schema = { querystring: InsightsQuerySchema }
 
-  /** What names are known in the account, after deriving what was acknowledged (read-your-writes). */
+  /** What names are known in the account (its routes are FRESH_DEPLOYMENTS: read-your-writes). */
   async function knownNames(accountId: number) {
-    await app.shiplog.deployments.current()
     const [environments, services] = await Promise.all([
       accountEnvironments(db, accountId),
       accountServices(db, accountId),
@@ -220,7 +220,7 @@ export const insightsRoutes: FastifyPluginAsync<UiContext> = async (plain, ctx) 
     return reply.redirect(`/insights/${q === -1 ? '' : request.url.slice(q)}`, 301)
   })
 
-  app.get('/insights/', { schema, attachValidation: true }, async (request, reply) => {
+  app.get('/insights/', { schema, attachValidation: true, ...FRESH }, async (request, reply) => {
     const user = ctx.requireUser(request, reply)
     if (!user) return reply
     const known = await knownNames(user.accountId)
@@ -267,7 +267,7 @@ export const insightsRoutes: FastifyPluginAsync<UiContext> = async (plain, ctx) 
     )
   })
 
-  app.get('/insights/deployments', { schema, attachValidation: true }, async (request, reply) => {
+  app.get('/insights/deployments', { schema, attachValidation: true, ...FRESH }, async (request, reply) => {
     const user = ctx.requireUser(request, reply)
     if (!user) return reply
     const known = await knownNames(user.accountId)

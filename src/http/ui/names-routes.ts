@@ -12,6 +12,7 @@ import { serviceExists } from '../../domain/services.js'
 import type { SessionUser } from '../../domain/sessions.js'
 import { DOT_NAME_SEGMENT, servicePath } from '../../views/board-page.js'
 import { deleteServicePage, renameEnvironmentPage, renameServicePage } from '../../views/names-pages.js'
+import { FRESH } from '../plugins/fresh-deployments.js'
 import { HttpProblem } from '../problem.js'
 import { auditFrom } from './audit-context.js'
 import type { UiContext } from './context.js'
@@ -37,15 +38,16 @@ const noSuchService = () =>
     'This account has recorded no deployment of that service.',
   )
 
+/** A page of one service; every route here reads its deployments, so each is FRESH. */
+const SERVICE_PAGE = { schema: { params: ServiceParams }, ...FRESH }
+
 export const namesRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app, ctx) => {
   const { db } = ctx.database
-  const sync = () => app.shiplog.deployments.current()
   const admin = (request: FastifyRequest, reply: FastifyReply) => ctx.requireAdmin(request, reply)
 
   /** The service of the path, once it is known to exist (404 otherwise). */
   const existing = async (user: SessionUser, params: { service: string }, query: unknown) => {
     const service = serviceName(params.service, query)
-    await sync()
     if (!(await serviceExists(db, user.accountId, service))) throw noSuchService()
     return service
   }
@@ -70,7 +72,7 @@ export const namesRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app, ctx
     return ctx.page(reply, body, Object.keys(problems).length > 0 ? 422 : 200)
   }
 
-  app.get('/services/:service/rename', { schema: { params: ServiceParams } }, async (request, reply) => {
+  app.get('/services/:service/rename', SERVICE_PAGE, async (request, reply) => {
     const user = admin(request, reply)
     if (!user) return reply
     const service = await existing(user, request.params, request.query)
@@ -79,7 +81,7 @@ export const namesRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app, ctx
 
   app.post(
     '/services/:service/rename',
-    { schema: { params: ServiceParams, body: RenameBody } },
+    { schema: { params: ServiceParams, body: RenameBody }, ...FRESH },
     async (request, reply) => {
       const user = admin(request, reply)
       if (!user) return reply
@@ -128,7 +130,7 @@ export const namesRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app, ctx
     return rows.reduce((n, r) => n + r.event_ids.split(',').length, 0)
   }
 
-  app.get('/services/:service/delete', { schema: { params: ServiceParams } }, async (request, reply) => {
+  app.get('/services/:service/delete', SERVICE_PAGE, async (request, reply) => {
     const user = admin(request, reply)
     if (!user) return reply
     const service = await existing(user, request.params, request.query)
@@ -137,7 +139,7 @@ export const namesRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app, ctx
 
   app.post(
     '/services/:service/delete',
-    { schema: { params: ServiceParams, body: DeleteBody } },
+    { schema: { params: ServiceParams, body: DeleteBody }, ...FRESH },
     async (request, reply) => {
       const user = admin(request, reply)
       if (!user) return reply
@@ -165,7 +167,6 @@ export const namesRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app, ctx
     form: Record<string, string>,
     problems: Record<string, string>,
   ) => {
-    await sync()
     const environments = (await environmentListing(db, user.accountId)).all.map((e) => e.name)
     const body = renameEnvironmentPage({
       user,
@@ -177,7 +178,7 @@ export const namesRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app, ctx
     return ctx.page(reply, body, Object.keys(problems).length > 0 ? 422 : 200)
   }
 
-  app.get('/settings/environments/rename', async (request, reply) => {
+  app.get('/settings/environments/rename', FRESH, async (request, reply) => {
     const user = admin(request, reply)
     if (!user) return reply
     const from = (request.query as Record<string, unknown>).from
@@ -186,12 +187,11 @@ export const namesRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app, ctx
 
   app.post(
     '/settings/environments/rename',
-    { schema: { body: EnvironmentRenameBody } },
+    { schema: { body: EnvironmentRenameBody }, ...FRESH },
     async (request, reply) => {
       const user = admin(request, reply)
       if (!user) return reply
       const form = { from: request.body.from ?? '', to: request.body.to ?? '' }
-      await sync()
       const checked = await checkRename(db, user.accountId, 'environment', form.from, form.to)
       if ('problem' in checked)
         return renameEnvironment(request, reply, user, form, { [checked.field]: checked.problem })

@@ -20,6 +20,7 @@ import { MAX_ID, parseWholeNumber } from '../../domain/whole-numbers.js'
 import { isUserRole, nameProblem } from '../../text-rules.js'
 import { boardSettingsSections } from '../../views/board-settings.js'
 import { retentionSection, type SettingsPageData, settingsPage } from '../../views/settings-page.js'
+import { FRESH } from '../plugins/fresh-deployments.js'
 import { HttpProblem } from '../problem.js'
 import { auditSource } from './audit-context.js'
 import type { UiContext } from './context.js'
@@ -44,6 +45,10 @@ const CsrfOnlyBody = Type.Object(CSRF)
 
 /** The schema of a form posted to /…/:id/… with nothing but its CSRF token. */
 const ID_FORM = { schema: { params: IdParams, body: CsrfOnlyBody } }
+// The routes that may answer with the Settings page, whose environments are derived: read-your-writes.
+const KEY_FORM = { schema: { body: KeyBody }, ...FRESH }
+const USER_FORM = { schema: { body: UserBody }, ...FRESH }
+const FRESH_ID_FORM = { ...ID_FORM, ...FRESH }
 
 /** The numeric id in the path; anything else is a 404 (there is no such item). */
 const noSuchKey = () => new HttpProblem(404, 'not-found', 'No such key', 'This account has no such API key.')
@@ -97,7 +102,6 @@ export const settingsRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app, 
   ) => {
     const [keys, users] = await Promise.all([listApiKeys(db, user.accountId), listUsers(db, user.accountId)])
     const csrfToken = ctx.csrfToken(request, reply)
-    await app.shiplog.deployments.current()
     const board = await loadBoardSettings(db, user.accountId, user.role === 'admin')
     return ctx.page(
       reply,
@@ -128,7 +132,7 @@ export const settingsRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app, 
 
   app.get('/settings', async (_request, reply) => reply.redirect('/settings/', 301))
 
-  app.get('/settings/', async (request, reply) => {
+  app.get('/settings/', FRESH, async (request, reply) => {
     const user = ctx.requireUser(request, reply)
     if (!user) return reply
     // The result of the form that redirected here, shown on this view only (post/redirect/get).
@@ -139,7 +143,7 @@ export const settingsRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app, 
     })
   })
 
-  app.post('/settings/keys', { schema: { body: KeyBody } }, async (request, reply) => {
+  app.post('/settings/keys', KEY_FORM, async (request, reply) => {
     const user = admin(request, reply)
     if (!user) return reply
     const name = (request.body.name ?? '').trim()
@@ -183,7 +187,7 @@ export const settingsRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app, 
     })
   })
 
-  app.post('/settings/users', { schema: { body: UserBody } }, async (request, reply) => {
+  app.post('/settings/users', USER_FORM, async (request, reply) => {
     const user = admin(request, reply)
     if (!user) return reply
     const email = (request.body.email ?? '').trim()
@@ -223,7 +227,7 @@ export const settingsRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app, 
 
   app.post(
     '/settings/users/:id/role',
-    { schema: { params: IdParams, body: RoleBody } },
+    { schema: { params: IdParams, body: RoleBody }, ...FRESH },
     async (request, reply) => {
       const user = admin(request, reply)
       if (!user) return reply
@@ -240,7 +244,7 @@ export const settingsRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app, 
     },
   )
 
-  app.post('/settings/users/:id/password', ID_FORM, async (request, reply) => {
+  app.post('/settings/users/:id/password', FRESH_ID_FORM, async (request, reply) => {
     const user = admin(request, reply)
     if (!user) return reply
     const id = idParam(request, noSuchUser)
@@ -265,7 +269,7 @@ export const settingsRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app, 
     })
   })
 
-  app.post('/settings/users/:id/remove', ID_FORM, async (request, reply) => {
+  app.post('/settings/users/:id/remove', FRESH_ID_FORM, async (request, reply) => {
     const user = admin(request, reply)
     if (!user) return reply
     const id = idParam(request, noSuchUser)
