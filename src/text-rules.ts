@@ -1,11 +1,14 @@
 // The rules for text that people and pipelines send: characters allowed, how length is counted,
 // status spelling, names and roles. Ingest, filters, accounts, keys, Settings, the CLI and the
-// configuration all use these, so the module sits below them all and imports nothing but types.
+// configuration all use these, so the module sits below them all (the database layer too: the
+// events table's description takes its statuses from here) and imports nothing of the project's.
 import { createHash } from 'node:crypto'
-import type { EventStatus, UserRole } from './db/schema.js'
 
-export const EVENT_STATUSES: readonly EventStatus[] = ['Deploying', 'Deployed', 'Failed']
-export const USER_ROLES: readonly UserRole[] = ['admin', 'member']
+/** An event's status, spelled as stored; ingest takes any case (canonicalStatus). */
+export const EVENT_STATUSES = ['Deploying', 'Deployed', 'Failed'] as const
+export type EventStatus = (typeof EVENT_STATUSES)[number]
+export const USER_ROLES = ['admin', 'member'] as const
+export type UserRole = (typeof USER_ROLES)[number]
 
 /** Longest account name, key name and the like, in characters (code points). */
 export const NAME_MAX = 100

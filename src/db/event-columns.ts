@@ -5,6 +5,8 @@
 // added to the table is added here, in table order, and nowhere else names the columns again
 // (test/domain/architecture.test.ts looks for a second list).
 
+import { EVENT_STATUSES } from '../text-rules.js'
+
 /** How a column is stored, and so how it is typed, bound and shown. */
 export type ColumnType =
   /** The identity: a whole number the database gives. */
@@ -38,7 +40,6 @@ export interface EventColumn {
   }
 }
 
-export const EVENT_STATUSES = ['Deploying', 'Deployed', 'Failed'] as const
 export const EVENT_SOURCES = ['put-get', 'put-post', 'deploy'] as const
 
 /** Every column of the events table, in table order. */

@@ -1,12 +1,9 @@
 // Table interfaces for Kysely: the one description of what the database holds.
 import type { Generated, Insertable, Selectable } from 'kysely'
-import type {
-  EVENT_COLUMNS,
-  EVENT_SOURCES,
-  EVENT_STATUSES,
-  EventColumnName,
-  StoredValue,
-} from './event-columns.js'
+import type { EventStatus, UserRole } from '../text-rules.js'
+import type { EVENT_COLUMNS, EVENT_SOURCES, EventColumnName, StoredValue } from './event-columns.js'
+
+export type { EventStatus, UserRole }
 
 /** Milliseconds since the Unix epoch, UTC. Both databases store times this way (BIGINT). */
 export type EpochMs = number
@@ -24,8 +21,6 @@ export interface AccountsTable {
   /** Events older than this many days are pruned (domain/operations/retention.ts); null keeps them. */
   retention_days: number | null
 }
-
-export type UserRole = 'admin' | 'member'
 
 export interface UsersTable {
   id: Generated<number>
@@ -74,7 +69,6 @@ export interface ApiKeysTable {
 }
 
 export type EventSource = (typeof EVENT_SOURCES)[number]
-export type EventStatus = (typeof EVENT_STATUSES)[number]
 
 /** The events table, as event-columns.ts describes it (each column's meaning is told there). */
 export type EventsTable = {
