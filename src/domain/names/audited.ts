@@ -2,14 +2,9 @@
 // pages and the command line call (an entry exists exactly when the change does).
 import type { Kysely } from 'kysely'
 import type { DB } from '../../db/schema.js'
-import { type AuditActor, recordAudit } from '../audit/log.js'
+import { type AuditSource, recordAudit } from '../audit/log.js'
 import { type DeletedHistory, deleteServiceHistory } from './delete-service.js'
 import { type CheckedRename, type RenameResult, renameName } from './rename.js'
-
-export interface AuditSource {
-  actor: AuditActor
-  address: string | null
-}
 
 export function renameAudited(
   db: Kysely<DB>,
