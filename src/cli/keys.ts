@@ -6,7 +6,7 @@ import { createApiKeyAudited, revokeApiKeyAudited } from '../domain/keys/command
 import { listApiKeys, parseScopes, scopesFromColumn } from '../domain/keys.js'
 import { nameProblem, printableName } from '../text-rules.js'
 import { CliError, withDatabase } from './common.js'
-import { accountOrFail, formatTime, printTable, required } from './options.js'
+import { accountAndPositionals, accountOrFail, formatTime, printTable, required } from './options.js'
 
 export async function keysCreate(args: string[]): Promise<void> {
   const usage = 'shiplog keys create --account NAME --name LABEL [--scope ingest|read|ingest,read]'
@@ -60,13 +60,7 @@ export async function keysList(args: string[]): Promise<void> {
 
 export async function keysRevoke(args: string[]): Promise<void> {
   const usage = 'shiplog keys revoke --account NAME ID-OR-KEY'
-  const { values, positionals } = parseArgs({
-    args,
-    options: { account: { type: 'string' } },
-    allowPositionals: true,
-    strict: true,
-  })
-  const accountName = required(values, 'account', usage)
+  const { accountName, positionals } = accountAndPositionals(args, usage)
   if (positionals.length !== 1 || !positionals[0])
     throw new CliError(`one key id or key is required (${usage})`, 2)
   const ref = positionals[0]

@@ -1,5 +1,6 @@
 // What the account commands (users, accounts, keys, webhooks) share: a required option, the named
 // account or a one-line failure, and how a list is printed.
+import { parseArgs } from 'node:util'
 import type { Database } from '../db/connect.js'
 import type { Account } from '../db/schema.js'
 import { findAccountByName } from '../domain/accounts.js'
@@ -10,6 +11,20 @@ export function required(values: Record<string, unknown>, name: string, usage: s
   if (typeof value !== 'string' || value.trim() === '')
     throw new CliError(`--${name} is required (${usage})`, 2)
   return value
+}
+
+/** `--account NAME` (required) and the positional arguments, for commands shaped `--account NAME X`. */
+export function accountAndPositionals(
+  args: string[],
+  usage: string,
+): { accountName: string; positionals: string[] } {
+  const { values, positionals } = parseArgs({
+    args,
+    options: { account: { type: 'string' } },
+    allowPositionals: true,
+    strict: true,
+  })
+  return { accountName: required(values, 'account', usage), positionals }
 }
 
 export async function accountOrFail(database: Database, name: string): Promise<Account> {

@@ -8,7 +8,7 @@ import { hashedPassword, passwordProblem } from '../domain/passwords.js'
 import { createUserAudited, resetPasswordAudited } from '../domain/users/commands.js'
 import { isUserRole, printableName, USER_ROLES } from '../text-rules.js'
 import { CliError, withDatabase } from './common.js'
-import { accountOrFail, required } from './options.js'
+import { accountAndPositionals, accountOrFail, required } from './options.js'
 
 async function readStdin(): Promise<string> {
   if (process.stdin.isTTY) {
@@ -111,13 +111,7 @@ export async function usersSetPassword(args: string[]): Promise<void> {
 
 export async function accountsPasswordLogin(args: string[]): Promise<void> {
   const usage = 'shiplog accounts password-login --account NAME on|off'
-  const { values, positionals } = parseArgs({
-    args,
-    options: { account: { type: 'string' } },
-    allowPositionals: true,
-    strict: true,
-  })
-  const accountName = required(values, 'account', usage)
+  const { accountName, positionals } = accountAndPositionals(args, usage)
   const [wanted, ...extra] = positionals
   if ((wanted !== 'on' && wanted !== 'off') || extra.length > 0) {
     throw new CliError(`say on or off (${usage})`, 2)

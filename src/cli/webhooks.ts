@@ -9,7 +9,7 @@ import { listWebhooks, WebhookInputError } from '../domain/webhooks/queries.js'
 import { webhookOpens } from '../domain/webhooks/secrets.js'
 import { printableName } from '../text-rules.js'
 import { CliError, withDatabase } from './common.js'
-import { accountOrFail, formatTime, printTable, required } from './options.js'
+import { accountAndPositionals, accountOrFail, formatTime, printTable, required } from './options.js'
 
 function listOption(values: Record<string, unknown>, name: string): string[] {
   const value = values[name]
@@ -116,13 +116,7 @@ export async function webhooksList(args: string[]): Promise<void> {
 
 export async function webhooksDelete(args: string[]): Promise<void> {
   const usage = 'shiplog webhooks delete --account NAME ID'
-  const { values, positionals } = parseArgs({
-    args,
-    options: { account: { type: 'string' } },
-    allowPositionals: true,
-    strict: true,
-  })
-  const accountName = required(values, 'account', usage)
+  const { accountName, positionals } = accountAndPositionals(args, usage)
   const id = positionals[0]
   if (positionals.length !== 1 || !id || !/^\d{1,15}$/.test(id))
     throw new CliError(`one webhook id is required (${usage})`, 2)
