@@ -21,6 +21,7 @@ import type { Database } from './db/connect.js'
 import { resolveAppSecret } from './domain/app-secret.js'
 import { deployments } from './features/deployments.js'
 import { events } from './features/events.js'
+import { guardrails } from './features/guardrails.js'
 import { history } from './features/history.js'
 import { keys } from './features/keys.js'
 import { live } from './features/live.js'
@@ -97,6 +98,7 @@ export async function buildApp(options: BuildOptions): Promise<App> {
   await app.register(platform, { config, database, resources }) // and /healthz, /readyz
   await app.register(metrics)
   await app.register(keys)
+  await app.register(guardrails)
   await app.register(events) // and POST /put, /deploy
   await app.register(sessions)
   await app.register(deployments)

@@ -5,6 +5,13 @@
 import { createHash } from 'node:crypto'
 
 /** An event's status, spelled as stored; ingest takes any case (canonicalStatus). */
+/**
+ * The guardrails an event can break (SPEC §11), in the order they are listed wherever they are
+ * shown or stored: an environment lock, a freeze window, a version marked bad, a promotion rule.
+ */
+export const GUARDRAIL_RULES = ['lock', 'freeze', 'bad_version', 'promotion'] as const
+export type GuardrailRule = (typeof GUARDRAIL_RULES)[number]
+
 export const EVENT_STATUSES = ['Deploying', 'Deployed', 'Failed'] as const
 export type EventStatus = (typeof EVENT_STATUSES)[number]
 export const USER_ROLES = ['admin', 'member'] as const

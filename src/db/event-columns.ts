@@ -5,7 +5,7 @@
 // added to the table is added here, in table order, and nowhere else names the columns again
 // (test/domain/architecture.test.ts looks for a second list).
 
-import { EVENT_STATUSES } from '../text-rules.js'
+import { EVENT_STATUSES, GUARDRAIL_RULES } from '../text-rules.js'
 
 /** How a column is stored, and so how it is typed, bound and shown. */
 export type ColumnType =
@@ -16,6 +16,11 @@ export type ColumnType =
   | 'text'
   /** Milliseconds since the Unix epoch, UTC (BIGINT on both databases); shown as ISO 8601 text. */
   | 'time'
+  /**
+   * Some of a few words (`choices`), stored as text joined by commas in the choices' order, null
+   * for none; shown as a list (empty for none).
+   */
+  | 'words'
 
 export interface EventColumn {
   readonly type: ColumnType
@@ -87,6 +92,31 @@ export const EVENT_COLUMNS = {
       example: '2026-11-21T22:40:00.123Z',
     },
   },
+  /** The guardrails it broke when it was recorded (SPEC §11); it was stored all the same. */
+  guardrails: {
+    type: 'words',
+    nullable: true,
+    choices: GUARDRAIL_RULES,
+    api: {
+      key: 'guardrails',
+      follows: 'source',
+      description:
+        'The guardrails the event broke when it was recorded (an environment lock, a freeze window, a version marked bad, a promotion rule); empty when none. It was stored all the same.',
+      example: 'freeze',
+    },
+  },
+  /** Why the sender recorded it although the check said no (`shiplog-deploy --force --reason`). */
+  override_reason: {
+    type: 'text',
+    nullable: true,
+    api: {
+      key: 'override_reason',
+      follows: 'source',
+      description:
+        'Why the sender recorded the event although the guardrail check said no (`override_reason`, sent by `shiplog-deploy --force --reason`); null when not sent.',
+      example: 'hotfix for INC-42, approved by the on-call lead',
+    },
+  },
 } as const satisfies Record<string, EventColumn>
 
 export type EventColumnName = keyof typeof EVENT_COLUMNS
@@ -137,11 +167,13 @@ export const API_COLUMNS: readonly ShownColumn[] = EXPORTED_COLUMNS.flatMap((sho
 ])
 
 /** The TypeScript type of a stored value of the column. */
-type StoredType<C> = C extends { choices: readonly (infer V)[] }
-  ? V
-  : C extends { type: 'text' }
-    ? string
-    : number
+type StoredType<C> = C extends { type: 'words' }
+  ? string
+  : C extends { choices: readonly (infer V)[] }
+    ? V
+    : C extends { type: 'text' }
+      ? string
+      : number
 
 /** A column's stored value, null included when the column allows it. */
 export type StoredValue<C> = C extends { nullable: true } ? StoredType<C> | null : StoredType<C>

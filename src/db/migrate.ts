@@ -15,6 +15,7 @@ import { oidcSchema } from './migrations/2026_11_26_0011_oidc.js'
 import { webhookCursors } from './migrations/2026_11_27_0012_webhook_cursors.js'
 import { eventTimeSchema } from './migrations/2026_11_27_0013_event_time.js'
 import { namesSchema } from './migrations/2026_11_27_0014_names.js'
+import { guardrailsSchema } from './migrations/2026_11_28_0015_guardrails.js'
 
 function provider(database: Database): MigrationProvider {
   return {
@@ -35,6 +36,7 @@ function provider(database: Database): MigrationProvider {
         '2026_11_26_0009_retention': retentionSchema(),
         '2026_11_27_0013_event_time': eventTimeSchema(database.dialect),
         '2026_11_27_0014_names': namesSchema(),
+        '2026_11_28_0015_guardrails': guardrailsSchema(database.dialect),
       }
     },
   }

@@ -290,6 +290,68 @@ export interface ChainErasuresTable {
   reason: string
 }
 
+/** An environment (or one service in it) locked by an admin (SPEC §11). */
+export interface EnvironmentLocksTable {
+  id: Generated<number>
+  account_id: number
+  environment: string
+  /** Null: every service in the environment. */
+  service: string | null
+  reason: string
+  /** Null: until someone unlocks it. */
+  ends_at: EpochMs | null
+  created_by: string
+  created_at: EpochMs
+}
+
+/** A freeze window: recurring (cron, duration, zone) or one-off (starts_at, ends_at). */
+export interface FreezeWindowsTable {
+  id: Generated<number>
+  account_id: number
+  environment: string
+  reason: string
+  cron: string | null
+  duration_minutes: number | null
+  time_zone: string | null
+  starts_at: EpochMs | null
+  ends_at: EpochMs | null
+  created_by: string
+  created_at: EpochMs
+}
+
+/** A version of a service marked bad (SPEC §11). */
+export interface BadVersionsTable {
+  account_id: number
+  service: string
+  version: string
+  reason: string
+  created_by: string
+  created_at: EpochMs
+}
+
+/** "Deploying to `environment` requires success in `after_environment` at least min_minutes before." */
+export interface PromotionRulesTable {
+  account_id: number
+  environment: string
+  after_environment: string
+  min_minutes: number
+  /** 1: the version must also not be marked bad. */
+  require_good: number
+  created_by: string
+  created_at: EpochMs
+}
+
+/** A deployment marked as the cause of an incident, and the one that fixed it (DORA figures). */
+export interface DeploymentIncidentsTable {
+  account_id: number
+  deployment_id: number
+  link: string | null
+  note: string | null
+  fixed_by: number | null
+  created_by: string
+  created_at: EpochMs
+}
+
 export interface DB {
   accounts: AccountsTable
   users: UsersTable
@@ -310,6 +372,11 @@ export interface DB {
   audit_entries: AuditEntriesTable
   name_aliases: NameAliasesTable
   chain_erasures: ChainErasuresTable
+  environment_locks: EnvironmentLocksTable
+  freeze_windows: FreezeWindowsTable
+  bad_versions: BadVersionsTable
+  promotion_rules: PromotionRulesTable
+  deployment_incidents: DeploymentIncidentsTable
   chain_links: ChainLinksTable
   chain_heads: ChainHeadsTable
   user_identities: UserIdentitiesTable

@@ -546,6 +546,8 @@ test('events: the 201 shape, filters, and the window [from, to)', async () => {
     'description',
     'deployer',
     'source',
+    'guardrails',
+    'override_reason',
     'api_key_name',
   ])
   const failed = (await get(ctx, '/api/v1/events?status=failed', read)).json() as typeof all

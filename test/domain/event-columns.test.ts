@@ -49,9 +49,12 @@ test('the chain keeps its frozen v1 list, which is the description up to receive
   assert.deepEqual(spec.columns, CHAIN_V1)
   const v1 = EVENT_COLUMN_NAMES.indexOf('received_at') + 1
   assert.deepEqual(spec.columns, EVENT_COLUMN_NAMES.slice(0, v1))
-  // Every column after v1 is in the tail, in table order: a new column must come with a new chain
-  // version (canonical.ts), and this fails until it does.
-  assert.deepEqual(spec.tail?.columns, EVENT_COLUMN_NAMES.slice(v1))
+  // Every column after v1 is in a tail, in table order: a new column must come with a new tail
+  // (canonical.ts), and this fails until it does.
+  assert.deepEqual(
+    spec.tails.flatMap((tail) => tail.columns),
+    EVENT_COLUMN_NAMES.slice(v1),
+  )
 })
 
 test('an insert names every column but the id', () => {
@@ -85,6 +88,8 @@ test('the export and the API answers keep their fixed keys and order (SPEC §3.1
       'description',
       'deployer',
       'source',
+      'guardrails',
+      'override_reason',
       'api_key_name',
     ],
   )
@@ -109,13 +114,15 @@ test('the export and the API answers keep their fixed keys and order (SPEC §3.1
     received_at: 1_700_000_000_000,
     occurred_at: 1_699_999_000_000,
     commit_time: 1_699_990_000_000,
+    guardrails: 'lock,bad_version',
+    override_reason: 'hotfix',
   }
   assert.equal(
     JSON.stringify(toApiEvent(row)),
     '{"id":9,"received_at":"2023-11-14T22:13:20.000Z","occurred_at":"2023-11-14T21:56:40.000Z",' +
       '"service":"api","environment":"prod","version":"2.0","status":"Failed","url":"https://ci.example/9",' +
       '"commit":null,"commit_time":"2023-11-14T19:26:40.000Z","description":"x","deployer":null,' +
-      '"source":"put-get","api_key_name":null}',
+      '"source":"put-get","guardrails":["lock","bad_version"],"override_reason":"hotfix","api_key_name":null}',
   )
   assert.equal(
     JSON.stringify(toPublicEvent(row)),
@@ -124,9 +131,18 @@ test('the export and the API answers keep their fixed keys and order (SPEC §3.1
       '"source":"put-get","api_key_name":null}',
   )
   // No time of its own: occurred_at is the arrival's text, commit_time null.
-  const plain = toApiEvent({ ...row, occurred_at: row.received_at, commit_time: null })
+  const plain = toApiEvent({
+    ...row,
+    occurred_at: row.received_at,
+    commit_time: null,
+    guardrails: null,
+    override_reason: null,
+  })
   assert.equal(plain.occurred_at, plain.received_at)
   assert.equal(plain.commit_time, null)
+  // Nothing broken: an empty list, never null, so a client can always iterate it.
+  assert.deepEqual(plain.guardrails, [])
+  assert.equal(plain.override_reason, null)
 })
 
 test('a freshly migrated database has exactly the described columns, in table order, nullable as described', async (t) => {

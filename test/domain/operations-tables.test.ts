@@ -40,6 +40,11 @@ const DECLARED: Record<keyof DB, true> = {
   oidc_logins: true,
   name_aliases: true,
   chain_erasures: true,
+  environment_locks: true,
+  freeze_windows: true,
+  bad_versions: true,
+  promotion_rules: true,
+  deployment_incidents: true,
 }
 
 async function migrated(t: Cleanup): Promise<Database> {

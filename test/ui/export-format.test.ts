@@ -433,6 +433,8 @@ test("property: the module's own plain encoder (csvCell, the header, eventToCsvL
         received_at: seed.received_at ?? 0,
         occurred_at: seed.received_at ?? 0,
         commit_time: null,
+        guardrails: null,
+        override_reason: null,
       }
       assert.equal(eventToCsvLine(row), specCsv([row]).slice(CSV_HEADER.length))
       assert.equal(eventToJson(row), JSON.stringify(specRecord(row)))

@@ -38,6 +38,17 @@ export const AUDIT_ACTIONS = [
   'service.renamed',
   'environment.renamed',
   'service.history_deleted',
+  'environment.locked',
+  'environment.unlocked',
+  'freeze.added',
+  'freeze.removed',
+  'version.marked_bad',
+  'version.marked_good',
+  'promotion_rule.set',
+  'promotion_rule.removed',
+  'guardrail.overridden',
+  'deployment.incident_marked',
+  'deployment.incident_unmarked',
 ] as const
 export type AuditAction = (typeof AUDIT_ACTIONS)[number]
 

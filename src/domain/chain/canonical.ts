@@ -6,10 +6,14 @@
 //   link(n)   = SHA-256(link(n-1) || digest(n) || field(account_id) || field(time))
 //               (links and digests as 32 raw bytes; n = each chained row, in id order)
 //   canonical(row) = field(column 1) || field(column 2) || …        every column, in STREAMS order
-//                    [ || field(tail 1) || field(tail 2) … ]        events only, when the tail applies
-// An event's own times (occurred_at, commit_time; SPEC §1.2) came later: they are its tail, written
-// only when occurred_at differs from received_at or commit_time is set. Every event stored before
-// them has occurred_at = received_at and no commit_time, so its bytes, and the chain, are unchanged.
+//                    [ || field(tail 1 column 1) || … ]             events only: tails 1..k, where
+//                                                                   k is the last tail that applies
+// Columns added later are tails, written only when a row uses them, so the bytes (and the chain) of
+// every row stored before them are unchanged:
+//   tail 1: an event's own times (occurred_at, commit_time; SPEC §1.2), when occurred_at differs
+//           from received_at or commit_time is set;
+//   tail 2: what recording found (guardrails, override_reason; SPEC §11), when either is set. A row
+//           with tail 2 writes tail 1 too, whether or not it applies, so each column has one place.
 // The row's account and time (events: occurred_at; audit entries: at) are in canonical(row) and
 // again in the link, because the link row keeps them with the digest: when retention has deleted
 // the row, its link can still be recomputed, so the time that makes it count as pruned is proven
@@ -27,6 +31,11 @@ import { createHash, hash } from 'node:crypto'
 
 export type StreamName = 'events' | 'audit'
 
+export interface ChainTail {
+  readonly columns: readonly string[]
+  readonly applies: (row: ChainRow) => boolean
+}
+
 export interface StreamSpec {
   readonly name: StreamName
   /** The table chained. */
@@ -38,8 +47,11 @@ export interface StreamSpec {
    * retention goes by; equal to received_at for every event stored before it existed).
    */
   readonly timeColumn: string
-  /** Columns added after the stream's first version, written after `columns` only when `applies`. */
-  readonly tail?: { readonly columns: readonly string[]; readonly applies: (row: ChainRow) => boolean }
+  /**
+   * Columns added after the stream's first version, in the order they came: a row's bytes hold
+   * `columns`, then every tail up to the last one that `applies` to it.
+   */
+  readonly tails: readonly ChainTail[]
   /** How verify names a row of it: "event 12", "audit entry 3". */
   readonly noun: string
 }
@@ -69,7 +81,10 @@ export const STREAMS: readonly StreamSpec[] = [
       'api_key_name',
       'received_at',
     ],
-    tail: { columns: ['occurred_at', 'commit_time'], applies: hasOwnTimes },
+    tails: [
+      { columns: ['occurred_at', 'commit_time'], applies: hasOwnTimes },
+      { columns: ['guardrails', 'override_reason'], applies: hasGuardrailFindings },
+    ],
     timeColumn: 'occurred_at',
     noun: 'event',
   },
@@ -88,6 +103,7 @@ export const STREAMS: readonly StreamSpec[] = [
       'target',
       'details',
     ],
+    tails: [],
     timeColumn: 'at',
     noun: 'audit entry',
   },
@@ -98,6 +114,23 @@ function hasOwnTimes(row: ChainRow): boolean {
   const { commit_time: commit, occurred_at: occurred } = row
   if (commit !== null && commit !== undefined) return true
   return occurred !== null && occurred !== undefined && Number(occurred) !== Number(row.received_at)
+}
+
+/** Whether recording found a guardrail broken, or the sender gave a reason to override one. */
+function hasGuardrailFindings(row: ChainRow): boolean {
+  return (
+    (row.guardrails !== null && row.guardrails !== undefined) ||
+    (row.override_reason !== null && row.override_reason !== undefined)
+  )
+}
+
+/** The tail columns a row's bytes hold: every tail up to the last one that applies. */
+function tailColumns(spec: StreamSpec, row: ChainRow): readonly string[] {
+  let last = -1
+  spec.tails.forEach((tail, i) => {
+    if (tail.applies(row)) last = i
+  })
+  return last < 0 ? [] : spec.tails.slice(0, last + 1).flatMap((tail) => tail.columns)
 }
 
 export function streamSpec(name: StreamName): StreamSpec {
@@ -142,7 +175,7 @@ function encode(value: unknown): Buffer {
 
 /** The canonical bytes of one row of the stream. */
 export function canonicalBytes(spec: StreamSpec, row: ChainRow): Buffer {
-  const columns = spec.tail?.applies(row) ? [...spec.columns, ...spec.tail.columns] : spec.columns
+  const columns = [...spec.columns, ...tailColumns(spec, row)]
   return Buffer.concat(columns.map((column) => encode(row[column])))
 }
 
@@ -192,7 +225,7 @@ function put(at: number, value: unknown): number {
 export function rowDigest(spec: StreamSpec, row: ChainRow): string {
   let at = 0
   for (const column of spec.columns) at = put(at, row[column])
-  if (spec.tail?.applies(row)) for (const column of spec.tail.columns) at = put(at, row[column])
+  if (spec.tails.length > 0) for (const column of tailColumns(spec, row)) at = put(at, row[column])
   return hash('sha256', scratch.subarray(0, at), 'hex')
 }
 
@@ -227,5 +260,5 @@ function integerOrNull(value: unknown): number | null {
 
 /** The column list for a select of the stream's rows. */
 export function columnList(spec: StreamSpec): string {
-  return [...spec.columns, ...(spec.tail?.columns ?? [])].join(', ')
+  return [...spec.columns, ...spec.tails.flatMap((tail) => tail.columns)].join(', ')
 }

@@ -27,6 +27,11 @@ export interface EventInput {
   occurredAt: number | null
   /** When the change was committed (epoch ms), for lead time; null when not sent. */
   commitTime: number | null
+  /**
+   * Why the sender records it although the guardrail check said no (`override_reason`, sent by
+   * `shiplog-deploy --force --reason`); absent or null when not sent.
+   */
+  overrideReason?: string | null
 }
 
 export interface FieldError {
@@ -53,6 +58,7 @@ export const LIMITS = {
   commit: 200,
   description: 500,
   deployer: 200,
+  override_reason: 500,
 } as const
 
 type FieldCheck = { value: string | null; error?: string }
@@ -124,6 +130,7 @@ export function validateEventFields(
   }
   const occurredAt = time('occurred_at')
   const commitTime = time('commit_time')
+  const overrideReason = take('override_reason', LIMITS.override_reason, false)
 
   if (errors.length > 0 || service === null || environment === null || version === null || !status) {
     return { ok: false, errors }
@@ -141,6 +148,7 @@ export function validateEventFields(
       deployer,
       occurredAt,
       commitTime,
+      overrideReason,
     },
   }
 }
@@ -159,7 +167,9 @@ type Shown<C> = C extends { type: 'time' }
   ? C extends { nullable: true }
     ? string | null
     : string
-  : StoredValue<C>
+  : C extends { type: 'words'; choices: readonly (infer V)[] }
+    ? V[]
+    : StoredValue<C>
 
 type Described<C extends EventColumnName> = (typeof EVENT_COLUMNS)[C]
 
@@ -183,6 +193,13 @@ function shownSchema(name: EventColumnName): TSchema {
   const example = column.shown?.example ?? column.api?.example
   const examples = example === undefined ? {} : { examples: [example] }
   const described = column.api ? { description: column.api.description } : {}
+  if (column.type === 'words') {
+    return Type.Array(Type.Union((column.choices ?? []).map((choice) => Type.Literal(choice))), {
+      uniqueItems: true,
+      ...described,
+      examples: [[example]],
+    })
+  }
   if (column.choices) return Type.Union(column.choices.map((choice) => Type.Literal(choice)))
   switch (column.type) {
     case 'serial':
@@ -222,13 +239,18 @@ export const EXPORT_COLUMNS = EXPORTED_COLUMNS.map(({ key }) => key) as readonly
 interface Shape {
   /** Every key, null: a copy has the keys in order before any value is set (one object layout). */
   template: Readonly<Record<string, null>>
-  steps: readonly { key: string; column: EventColumnName; time: boolean }[]
+  steps: readonly { key: string; column: EventColumnName; time: boolean; words: boolean }[]
 }
 
 function shapeOf(columns: readonly ShownColumn[]): Shape {
   return {
     template: Object.fromEntries(columns.map(({ key }) => [key, null])),
-    steps: columns.map(({ column, key }) => ({ key, column, time: eventColumn(column).type === 'time' })),
+    steps: columns.map(({ column, key }) => ({
+      key,
+      column,
+      time: eventColumn(column).type === 'time',
+      words: eventColumn(column).type === 'words',
+    })),
   }
 }
 
@@ -236,8 +258,8 @@ const PUBLIC_SHAPE = shapeOf(EXPORTED_COLUMNS)
 const API_SHAPE = shapeOf(API_COLUMNS)
 
 /** A stored row in a shown shape, its keys in the shape's order. */
-function show(shape: Shape, row: EventRow): Record<string, string | number | null> {
-  const shown: Record<string, string | number | null> = { ...shape.template }
+function show(shape: Shape, row: EventRow): Record<string, string | number | string[] | null> {
+  const shown: Record<string, string | number | string[] | null> = { ...shape.template }
   // Most senders give no time of their own: the arrival's text serves twice (one less per answer).
   let lastTime = Number.NaN
   let lastText = ''
@@ -250,7 +272,8 @@ function show(shape: Shape, row: EventRow): Record<string, string | number | nul
         lastText = new Date(ms).toISOString()
       }
       shown[step.key] = lastText
-    } else shown[step.key] = value
+    } else if (step.words) shown[step.key] = typeof value === 'string' && value !== '' ? value.split(',') : []
+    else shown[step.key] = value
   }
   return shown
 }

@@ -7,6 +7,7 @@ import type pg from 'pg'
 import type { Database, SqliteHandle, SqlWriter } from '../../db/connect.js'
 import { type ColumnType, eventColumn, INSERTED_COLUMNS } from '../../db/event-columns.js'
 import type { EventRow, EventSource } from '../../db/schema.js'
+import type { GuardrailRule } from '../../text-rules.js'
 import type { EventInput } from './event.js'
 
 /** How long an Idempotency-Key holds: a retry after this records a new event. */
@@ -22,6 +23,8 @@ export interface PendingEvent {
   input: EventInput
   idempotencyKey: string | null
   receivedAt: number
+  /** The guardrails it broke when it arrived (SPEC §11), in GUARDRAIL_RULES order; absent: none. */
+  guardrails?: readonly GuardrailRule[]
 }
 
 /**
@@ -52,7 +55,8 @@ export function sameEventValues(stored: EventRow, input: EventInput): boolean {
     stored.deployer === input.deployer &&
     // No time sent: the stored one must have been its own arrival too (none sent then either).
     Number(stored.occurred_at) === (input.occurredAt ?? Number(stored.received_at)) &&
-    (stored.commit_time === null ? null : Number(stored.commit_time)) === input.commitTime
+    (stored.commit_time === null ? null : Number(stored.commit_time)) === input.commitTime &&
+    stored.override_reason === (input.overrideReason ?? null)
   )
 }
 
@@ -101,6 +105,8 @@ function insertedRow(item: PendingEvent): Omit<EventRow, 'id'> {
     received_at: item.receivedAt,
     occurred_at: input.occurredAt ?? item.receivedAt,
     commit_time: input.commitTime,
+    guardrails: item.guardrails === undefined || item.guardrails.length === 0 ? null : item.guardrails.join(','),
+    override_reason: input.overrideReason ?? null,
   }
 }
 
@@ -189,6 +195,7 @@ const PG_ARRAY_TYPES: Record<ColumnType, string> = {
   integer: 'bigint[]',
   text: 'text[]',
   time: 'bigint[]',
+  words: 'text[]',
 }
 
 /**
