@@ -74,7 +74,7 @@ function rows(accountId, now, service42) {
     bad_versions: [
       {
         account_id: accountId,
-        service: serviceName(42),
+        service: service42,
         version: '2.2.0',
         reason: 'bench: bad build',
         ...by,

@@ -10,8 +10,8 @@ import SqliteDatabase from 'better-sqlite3'
 import pg from 'pg'
 import { runNode, startServer } from './children.mjs'
 import {
-  CHECK_CASES,
   CHECK_TARGET_MS,
+  checkCases,
   seedGuardrailsPostgres,
   seedGuardrailsSqlite,
 } from './guardrails-seed.mjs'
