@@ -16,7 +16,6 @@ import { webhookCursors } from './migrations/2026_11_27_0012_webhook_cursors.js'
 import { eventTimeSchema } from './migrations/2026_11_27_0013_event_time.js'
 import { namesSchema } from './migrations/2026_11_27_0014_names.js'
 import { guardrailsSchema } from './migrations/2026_11_28_0015_guardrails.js'
-import { guardrailCheckIndex } from './migrations/2026_11_29_0016_guardrail_check.js'
 
 function provider(database: Database): MigrationProvider {
   return {
@@ -38,7 +37,6 @@ function provider(database: Database): MigrationProvider {
         '2026_11_27_0013_event_time': eventTimeSchema(database.dialect),
         '2026_11_27_0014_names': namesSchema(),
         '2026_11_28_0015_guardrails': guardrailsSchema(database.dialect),
-        '2026_11_29_0016_guardrail_check': guardrailCheckIndex(),
       }
     },
   }
