@@ -25,6 +25,8 @@ import {
   readLockInput,
   readPromotionInput,
 } from '../../src/domain/guardrails/inputs.js'
+import { renameAudited } from '../../src/domain/names/audited.js'
+import { checkRename } from '../../src/domain/names/rename.js'
 import { buildTestApp, type TestApp } from '../helper.js'
 
 const MIN = 60_000
@@ -575,4 +577,112 @@ test('every successful change writes exactly one audit entry with its action', a
     promotion_rules: 0,
     audit_entries: steps.length,
   })
+})
+
+test('renames and merges carry the guardrails to the new name; a merge collapses duplicates and drops rules that would name the environment itself or close a cycle', async (t) => {
+  const s = await setup(t)
+  const db = s.ctx.database.db
+  await s.record({ service: 'API', environment: 'Staging', version: '0.1' }, T0 - 20 * 24 * HOUR)
+  await s.record({ service: 'web', environment: 'qa', version: '0.1' }, T0 - 20 * 24 * HOUR)
+  const lock = (environment: string, service: string | null, reason: string) =>
+    lockEnvironment(db, s.accountId, { environment, service, reason, endsAt: null }, ADMIN, T0)
+  accepted(await lock('Staging', null, 'old lock'))
+  accepted(await lock('Staging', 'API', 'api lock'))
+  accepted(await lock('prod', null, 'prod lock'))
+  const once = { kind: 'once' as const, startsAt: T0, endsAt: T0 + HOUR }
+  accepted(
+    await addFreezeWindow(
+      db,
+      s.accountId,
+      { environment: 'Staging', reason: 'f', schedule: once },
+      ADMIN,
+      T0,
+    ),
+  )
+  for (const [service, version, reason] of [
+    ['API', '1.0', 'r1'],
+    ['API', '2.0', 'r2'],
+    ['api', '2.0', 'own'],
+  ] as const)
+    accepted(await markVersionBad(db, s.accountId, { service, version, reason }, ADMIN, T0))
+  for (const [environment, afterEnvironment, minMinutes] of [
+    ['staging', 'dev', 15],
+    ['Staging', 'dev', 5],
+    ['staging', 'Staging', 0],
+    ['prod', 'Staging', 30],
+    ['staging', 'qa', 0],
+    ['qa', 'Staging', 0],
+  ] as const) {
+    const rule = { environment, afterEnvironment, minMinutes, requireGood: false }
+    accepted(await setPromotionRule(db, s.accountId, rule, ADMIN, T0))
+  }
+  const rename = async (kind: 'service' | 'environment', from: string, to: string) => {
+    const checked = await checkRename(db, s.accountId, kind, from, to)
+    if ('problem' in checked) assert.fail(checked.problem)
+    return renameAudited(db, s.accountId, checked, ADMIN)
+  }
+
+  const env = await rename('environment', 'Staging', 'staging')
+  assert.equal(env.merge, true)
+  // In code-unit order: "Staging after dev" (staging has its own), "prod after Staging" (moves),
+  // "qa after Staging" (with "staging after qa", a cycle), "staging after Staging" (itself).
+  assert.deepEqual(env.droppedPromotionRules, [
+    { environment: 'Staging', afterEnvironment: 'dev', why: 'the new name has its own' },
+    { environment: 'qa', afterEnvironment: 'Staging', why: 'would make a cycle' },
+    { environment: 'staging', afterEnvironment: 'Staging', why: 'would name the environment itself' },
+  ])
+  const svc = await rename('service', 'API', 'api')
+  assert.deepEqual(svc.droppedPromotionRules, [])
+  const renamed = await rename('environment', 'qa', 'quality')
+  assert.equal(renamed.merge, false)
+
+  const locks = await db
+    .selectFrom('environment_locks')
+    .select(['environment', 'service', 'reason'])
+    .orderBy('id')
+    .execute()
+  assert.deepEqual(locks, [
+    { environment: 'staging', service: null, reason: 'old lock' },
+    { environment: 'staging', service: 'api', reason: 'api lock' },
+    { environment: 'prod', service: null, reason: 'prod lock' },
+  ])
+  const windows = await db.selectFrom('freeze_windows').select('environment').execute()
+  assert.deepEqual(windows, [{ environment: 'staging' }])
+  const bad = await db
+    .selectFrom('bad_versions')
+    .select(['service', 'version', 'reason'])
+    .orderBy('version')
+    .execute()
+  assert.deepEqual(bad, [
+    { service: 'api', version: '1.0', reason: 'r1' },
+    { service: 'api', version: '2.0', reason: 'own' },
+  ])
+  const rules = (
+    await db
+      .selectFrom('promotion_rules')
+      .select(['environment', 'after_environment', 'min_minutes'])
+      .execute()
+  )
+    .map((r) => `${r.environment} after ${r.after_environment} ${r.min_minutes}`)
+    .sort()
+  assert.deepEqual(rules, ['prod after staging 30', 'staging after dev 15', 'staging after quality 0'])
+  const audit = await db
+    .selectFrom('audit_entries')
+    .select('details')
+    .where('action', '=', 'environment.renamed')
+    .orderBy('id')
+    .execute()
+  assert.deepEqual(JSON.parse(audit[0]?.details ?? '{}').dropped_promotion_rules, [
+    'Staging after dev (the new name has its own)',
+    'qa after Staging (would make a cycle)',
+    'staging after Staging (would name the environment itself)',
+  ])
+  assert.equal(JSON.parse(audit[1]?.details ?? '{}').dropped_promotion_rules, undefined)
+  // The check asked under the old names applies the rules that followed.
+  const answer = await check(s, 'API', 'Staging', '2.0', T0)
+  assert.deepEqual(answer.deployment, { service: 'api', environment: 'staging', version: '2.0' })
+  assert.deepEqual(
+    answer.reasons.map((r) => r.rule),
+    ['lock', 'lock', 'freeze', 'bad_version', 'promotion', 'promotion'],
+  )
 })
