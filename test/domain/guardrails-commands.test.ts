@@ -686,3 +686,63 @@ test('renames and merges carry the guardrails to the new name; a merge collapses
     ['lock', 'lock', 'freeze', 'bad_version', 'promotion', 'promotion'],
   )
 })
+
+test('a weekly freeze on the Berlin wall clock: Fri 16:00 to Mon 08:00 local is 14:00 to 06:00 UTC in summer', async (t) => {
+  const s = await setup(t)
+  const db = s.ctx.database.db
+  const fields = {
+    environment: 'prod',
+    reason: 'weekend',
+    weekly: 'Fri 16:00-Mon 08:00',
+    time_zone: 'Europe/Berlin',
+  }
+  const input = accepted(readFreezeInput(fields, T0))
+  assert.deepEqual(input.schedule, {
+    kind: 'recurring',
+    cron: '0 16 * * 5',
+    durationMinutes: 3840,
+    timeZone: 'Europe/Berlin',
+  })
+  accepted(await addFreezeWindow(db, s.accountId, input, ADMIN, T0))
+  // Friday 5 June 2026, 16:00 CEST = 14:00 UTC; it closes Monday 8 June 08:00 CEST = 06:00 UTC.
+  const opens = Date.UTC(2026, 5, 5, 14)
+  const closes = Date.UTC(2026, 5, 8, 6)
+  const rules = async (at: number) => (await check(s, 'api', 'prod', '1', at)).reasons
+  assert.deepEqual(await rules(opens - 1), [])
+  assert.deepEqual(await rules(opens), [
+    {
+      rule: 'freeze',
+      message: 'prod is in a freeze window until 2026-06-08T06:00:00.000Z: weekend',
+      until: closes,
+    },
+  ])
+  assert.equal((await rules(closes - 1)).length, 1)
+  assert.deepEqual(await rules(closes), [])
+  // A one-off window over a Saturday collides with it; one on a Tuesday does not.
+  const saturday = {
+    environment: 'prod',
+    reason: 'x',
+    from: '2026-06-06T10:00:00Z',
+    to: '2026-06-06T11:00:00Z',
+  }
+  refusedWith(
+    await addFreezeWindow(db, s.accountId, accepted(readFreezeInput(saturday, T0)), ADMIN, T0),
+    'from',
+    /^the window overlaps freeze window 1 of prod \(cron "0 16 \* \* 5" for 3840 min \(Europe\/Berlin\)\) at 2026-06-06T10:00:00\.000Z$/,
+  )
+  const tuesday = { ...saturday, from: '2026-06-09T10:00:00Z', to: '2026-06-09T11:00:00Z' }
+  accepted(await addFreezeWindow(db, s.accountId, accepted(readFreezeInput(tuesday, T0)), ADMIN, T0))
+  refusedWith(
+    readFreezeInput({ ...fields, time_zone: 'Mars/Olympus' }, T0),
+    'time_zone',
+    /^time_zone: "Mars\/Olympus" is not a known time zone/,
+  )
+  refusedWith(
+    readFreezeInput(
+      { environment: 'prod', reason: 'r', cron: '0 24 * * 5', duration_minutes: '60', time_zone: 'UTC' },
+      T0,
+    ),
+    'cron',
+    /^cron: hour: 24 is out of range 0–23$/,
+  )
+})

@@ -4,7 +4,7 @@
 import { characterCount, textProblem } from '../../text-rules.js'
 import type { FieldError, Validation } from '../events/event.js'
 import { parseInstant } from '../instants.js'
-import { parseWeeklyRange } from './freeze-calendar.js'
+import { parseWeeklyRange, validateRecurring } from './freeze-calendar.js'
 import type { FreezeSchedule } from './rules.js'
 
 export const REASON_MAX = 500
@@ -172,7 +172,22 @@ export function readFreezeInput(raw: RawFields, now: number): Validation<FreezeI
       durationMinutes = f.wholeNumber('duration_minutes', { min: 1, max: 7 * 24 * 60 })
     }
     if (cron !== null && durationMinutes !== null && timeZone !== null) {
-      schedule = { kind: 'recurring', cron, durationMinutes, timeZone }
+      // An unknown zone, cron fields out of range, a window open when it opens again: each by its field.
+      const problems = validateRecurring({ cron, durationMinutes, timeZone })
+      for (const message of problems) {
+        const field = message.startsWith('timeZone:')
+          ? 'time_zone'
+          : given('weekly')
+            ? 'weekly'
+            : message.startsWith('durationMinutes:')
+              ? 'duration_minutes'
+              : 'cron'
+        f.errors.push({
+          field,
+          message: `${field}: ${message.replace(/^(timeZone|durationMinutes|cron): /, '')}`,
+        })
+      }
+      if (problems.length === 0) schedule = { kind: 'recurring', cron, durationMinutes, timeZone }
     }
   } else {
     f.errors.push({
