@@ -9,6 +9,7 @@ import { openDatabase } from '../../src/db/connect.js'
 import { migrateToLatest } from '../../src/db/migrate.js'
 import { ensureAccount } from '../../src/domain/accounts.js'
 import { chainCaughtUp } from '../../src/domain/chain/chainer.js'
+import { activeOccurrence, nextOccurrence } from '../../src/domain/guardrails/freeze-calendar.js'
 import { freshDatabaseUrl } from '../helper.js'
 import { processEnv, runCli } from '../support/processes.js'
 import { insertEvents } from '../support/ui.js'
@@ -285,6 +286,76 @@ test('freeze, versions and promotion commands, and check: exit 5 with every reas
     (await cli(['freeze', 'list', '--account', 'Acme', 'dev'])).stdout,
     'freeze windows:\n  none\n',
   )
+
+  // Recurring windows, on the wall clock of their zone: one weekly, one by cron; a zone that does not exist.
+  const weekly = ['--weekly', 'Fri 16:00-Mon 08:00', '--tz', 'Europe/Berlin']
+  const addedWeekly = await cli([
+    'freeze',
+    'add',
+    '--account',
+    'Acme',
+    'staging',
+    '--reason',
+    'weekend',
+    ...weekly,
+  ])
+  assert.equal(addedWeekly.stderr, 'added freeze window 3 to staging\n')
+  const cron = ['--cron', '0 22 * * *', '--duration-minutes', '480', '--tz', 'UTC']
+  assert.equal(
+    (await cli(['freeze', 'add', '--account', 'Acme', 'dev', '--reason', 'nightly', ...cron])).code,
+    0,
+  )
+  const mars = await cli([
+    'freeze',
+    'add',
+    '--account',
+    'Acme',
+    'dev',
+    '--reason',
+    'x',
+    '--weekly',
+    'Sat 10:00-Sun 10:00',
+    '--tz',
+    'Mars/Olympus',
+  ])
+  assert.equal(mars.code, 2)
+  assert.match(
+    mars.stderr,
+    /^shiplog: time_zone: "Mars\/Olympus" is not a known time zone \(e\.g\. Europe\/Berlin\) \(--tz\)\n/,
+  )
+  const overlapping = await cli([
+    'freeze',
+    'add',
+    '--account',
+    'Acme',
+    'dev',
+    '--reason',
+    'x',
+    '--cron',
+    '0 23 * * *',
+    '--duration-minutes',
+    '60',
+    '--tz',
+    'UTC',
+  ])
+  assert.equal(overlapping.code, 2)
+  assert.match(overlapping.stderr, /^shiplog: the window overlaps freeze window 4 of dev/)
+  const listedAt = Date.now()
+  const recurring = (await cli(['freeze', 'list', '--account', 'Acme', 'staging'])).stdout.split('\n')
+  const berlin = { cron: '0 16 * * 5', durationMinutes: 3840, timeZone: 'Europe/Berlin' }
+  const next = nextOccurrence(berlin, listedAt)
+  const open = activeOccurrence(berlin, listedAt)
+  assert.ok(next)
+  assert.equal(
+    recurring[2]?.replace(/ {2,}/g, '  '),
+    `3  staging  weekly Fri 16:00 to Mon 08:00 (Europe/Berlin)  ${shown(next.start)} to ${shown(next.end)}  ${open ? `yes, until ${shown(open.end)}` : 'no'}  weekend`,
+  )
+  const nightly = (await cli(['freeze', 'list', '--account', 'Acme', 'dev'])).stdout
+  assert.match(
+    nightly,
+    /\n4 +dev +daily 22:00 for 8 h \(UTC\) +\S+Z to \S+Z +(no|yes, until \S+Z) +nightly\n/,
+  )
+
   const missing = await cli(['freeze', 'remove', '--account', 'Acme', '99'])
   assert.equal(missing.code, 1)
   assert.match(missing.stderr, /^shiplog: there is no freeze window 99\n/)
@@ -414,6 +485,8 @@ test('freeze, versions and promotion commands, and check: exit 5 with every reas
   assert.deepEqual(
     audit.map((a) => a.action),
     [
+      'freeze.added',
+      'freeze.added',
       'freeze.added',
       'freeze.added',
       'freeze.removed',
