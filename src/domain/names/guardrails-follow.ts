@@ -7,7 +7,6 @@ import type { DB } from '../../db/schema.js'
 import { cycleThrough } from '../guardrails/commands.js'
 import type { PromotionRule } from '../guardrails/rules.js'
 import { loadPromotionRules } from '../guardrails/store.js'
-import type { NameKind } from './rename.js'
 
 /** A promotion rule a merge dropped, and why. */
 export interface DroppedPromotionRule {
@@ -20,7 +19,7 @@ export interface DroppedPromotionRule {
 export async function followGuardrails(
   trx: Kysely<DB>,
   accountId: number,
-  kind: NameKind,
+  kind: 'service' | 'environment',
   from: string,
   to: string,
 ): Promise<DroppedPromotionRule[]> {
