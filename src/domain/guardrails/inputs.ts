@@ -172,20 +172,19 @@ export function readFreezeInput(raw: RawFields, now: number): Validation<FreezeI
       durationMinutes = f.wholeNumber('duration_minutes', { min: 1, max: 7 * 24 * 60 })
     }
     if (cron !== null && durationMinutes !== null && timeZone !== null) {
-      // An unknown zone, cron fields out of range, a window open when it opens again: each by its field.
-      const problems = validateRecurring({ cron, durationMinutes, timeZone })
+      const spec = { cron, durationMinutes, timeZone }
+      const problems = validateRecurring(spec)
+      const cronField = given('weekly') ? 'weekly' : 'cron'
       for (const message of problems) {
-        const field = message.startsWith('timeZone:')
+        // Each message starts with what it is about: the zone, the length, or the cron (or one of its fields).
+        const field = message.startsWith('timeZone')
           ? 'time_zone'
-          : given('weekly')
-            ? 'weekly'
-            : message.startsWith('durationMinutes:')
-              ? 'duration_minutes'
-              : 'cron'
-        f.errors.push({
-          field,
-          message: `${field}: ${message.replace(/^(timeZone|durationMinutes|cron): /, '')}`,
-        })
+          : message.startsWith('durationMinutes')
+            ? given('weekly')
+              ? 'weekly'
+              : 'duration_minutes'
+            : cronField
+        f.errors.push({ field, message: recurringMessage(field, message) })
       }
       if (problems.length === 0) schedule = { kind: 'recurring', cron, durationMinutes, timeZone }
     }
@@ -200,6 +199,12 @@ export function readFreezeInput(raw: RawFields, now: number): Validation<FreezeI
     reason: reason ?? '',
     schedule: schedule as FreezeSchedule, // set whenever there is no error (done() checks)
   }))
+}
+
+/** A calendar message in the form's words: `time_zone: …` for `timeZone: …`, and so on. */
+function recurringMessage(field: string, message: string): string {
+  const rest = message.replace(/^(timeZone|durationMinutes|cron):\s*/, '')
+  return `${field}: ${rest}`
 }
 
 export interface BadVersionInput {
