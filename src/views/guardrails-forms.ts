@@ -153,7 +153,7 @@ export function freezeForm(d: GuardrailFormsData): SafeHtml {
       ${csrf(d.csrfToken)}${viewerZoneField(s)}
       <h3>Add a freeze window</h3>
       ${environmentSelect(s, 'gf-environment', 'environment', 'Environment', d.environments)}
-      <fieldset><legend>Kind of window</legend>
+      <fieldset><legend>Kind of window</legend>${s.problem('kind').message}
         ${radio('weekly', 'Every week (a range of days and times)')}${radio('cron', 'Recurring by cron expression, for a duration')}${radio('once', 'One-off, from one time to another')}
       </fieldset>
       <fieldset><legend>Every week</legend>

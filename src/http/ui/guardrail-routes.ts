@@ -32,6 +32,7 @@ import { knownNames } from '../../domain/names/rename.js'
 import { type SessionUser, takeFlash } from '../../domain/sessions.js'
 import { knownZone, zonedToInstant } from '../../domain/time-zones.js'
 import { MAX_ID, parseWholeNumber } from '../../domain/whole-numbers.js'
+import { textProblem } from '../../text-rules.js'
 import {
   type FreezeRow,
   guardrailsPage,
@@ -96,10 +97,15 @@ function idParam(raw: string, what: string): number {
   return id
 }
 
-/** The body's text fields (the CSRF token left out), to fill a refused form back in. */
+/**
+ * The body's text fields (the CSRF token left out), to fill a refused form back in; a value the
+ * domain refuses as text (control characters, direction overrides) is not echoed: its field says why.
+ */
 function formValues(body: Readonly<Record<string, unknown>>): Record<string, string> {
   return Object.fromEntries(
-    Object.entries(body).filter((e): e is [string, string] => e[0] !== '_csrf' && typeof e[1] === 'string'),
+    Object.entries(body)
+      .filter((e): e is [string, string] => e[0] !== '_csrf' && typeof e[1] === 'string')
+      .map(([field, value]) => [field, textProblem(value) === null ? value : '']),
   )
 }
 
