@@ -152,7 +152,7 @@ export function freezeForm(d: GuardrailFormsData): SafeHtml {
   return html`<form method="post" action="/settings/guardrails/freezes" class="panel spaced guardrail-form" id="freeze-form">
       ${csrf(d.csrfToken)}${viewerZoneField(s)}
       <h3>Add a freeze window</h3>
-      ${environmentSelect(s, 'gf-environment', 'environment', 'Environment', d.environments)}
+      <div class="form-grid"><div>${environmentSelect(s, 'gf-environment', 'environment', 'Environment', d.environments)}</div></div>
       <fieldset><legend>Kind of window</legend>${s.problem('kind').message}
         ${radio('weekly', 'Every week (a range of days and times)')}${radio('cron', 'Recurring by cron expression, for a duration')}${radio('once', 'One-off, from one time to another')}
       </fieldset>

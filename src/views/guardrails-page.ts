@@ -114,6 +114,10 @@ function inlineButton(action: string, token: string, label: string, hidden: Safe
       <input type="hidden" name="_csrf" value="${token}">${hidden}<button type="submit" class="secondary">${label}</button></form>`
 }
 
+/**
+ * The table of a section. At phone width a cell is a flex row of its label and its content, so a
+ * cell of mixed text and times wraps its content in one span.
+ */
 function table(
   className: string,
   caption: string,
@@ -165,9 +169,9 @@ function freezesSection(d: GuardrailsPageData, isAdmin: boolean): SafeHtml {
     const f = row.freeze
     return html`<tr>
       <td data-label="Environment">${f.environment}</td>
-      <td data-label="Schedule">${scheduleCell(f)}</td>
+      <td data-label="Schedule"><span>${scheduleCell(f)}</span></td>
       <td data-label="Time zone">${f.schedule.kind === 'recurring' ? f.schedule.timeZone : html`<span class="hint">fixed instants</span>`}</td>
-      <td data-label="Next">${whenCell(row, d.now)}</td>
+      <td data-label="Next"><span>${whenCell(row, d.now)}</span></td>
       <td data-label="Reason" class="guard-reason">${f.reason}</td>
       <td data-label="By">${f.createdBy}</td>
       ${isAdmin ? html`<td>${inlineButton(`/settings/guardrails/freezes/${f.id}/remove`, d.csrfToken, 'Remove')}</td>` : ''}
