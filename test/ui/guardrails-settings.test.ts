@@ -166,6 +166,28 @@ test('a lock: the form stores it with the viewer-zone time, the notice says what
   assert.equal((await submit(admin, `locks/${lock.id}/unlock`, {})).statusCode, 404)
 })
 
+test('Settings links to the page; a lock past its end shows as ended, with a Remove button instead of Unlock', async (t) => {
+  const { ctx, account, admin } = await setUp(t)
+  assert.match((await admin.get('/settings/')).payload, /<a href="\/settings\/guardrails\/">Guardrails<\/a>/)
+  const now = Date.now()
+  await ctx.database.db
+    .insertInto('environment_locks')
+    .values({
+      account_id: account,
+      environment: 'prod',
+      service: 'shop',
+      reason: 'short one',
+      ends_at: now - 60_000,
+      created_by: 'ada@example.com',
+      created_at: now - HOUR,
+    })
+    .execute()
+  const page = (await admin.get(PAGE)).payload
+  assert.match(page, /<span class="guard-state ended">ended<\/span>/)
+  assert.match(page, /<button type="submit" class="secondary">Remove<\/button>/)
+  assert.doesNotMatch(page, />Unlock</)
+})
+
 test('a refused lock comes back 422 with each bad field named beside it, what was typed kept, and nothing stored', async (t) => {
   const { ctx, admin } = await setUp(t)
   const start = await counts(ctx)
