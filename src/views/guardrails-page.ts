@@ -62,32 +62,49 @@ const DAYS = ['Sun', 'Mon', 'Tue', 'Wed', 'Thu', 'Fri', 'Sat']
 const two = (n: number) => String(n).padStart(2, '0')
 const clock = (minuteOfDay: number) => `${two(Math.floor(minuteOfDay / 60))}:${two(minuteOfDay % 60)}`
 
+/** A cron's day-of-week field as days: "5" → Fri, "1-5" → Mon–Fri, "0,6" → Sun, Sat; else null. */
+function weekdays(field: string): string | null {
+  if (!/^[0-7](-[0-7])?(,[0-7](-[0-7])?)*$/.test(field)) return null
+  return field
+    .split(',')
+    .map((part) =>
+      part
+        .split('-')
+        .map((d) => DAYS[Number(d) % 7])
+        .join('–'),
+    )
+    .join(', ')
+}
+
 /**
- * A recurring window in words: "every Fri 16:00 to Mon 08:00" or "every day 22:00 to 06:00" when
- * the cron starts at one time of one weekday (or of every day), else the cron and its duration.
+ * A recurring window in words, for the table and the notice: "every Fri 16:00 to Mon 08:00", "every
+ * Mon–Fri 18:00 to 08:00", "every day 22:00 to 06:00" when the cron starts at one time of some
+ * weekdays (or of every day), else the cron and its duration.
  */
-export function recurringWords(cron: string, durationMinutes: number): SafeHtml {
-  const m = /^(\d{1,2}) (\d{1,2}) \* \* ([0-7]|\*)$/.exec(cron.trim())
+export function recurringText(cron: string, durationMinutes: number): string {
+  const m = /^(\d{1,2}) (\d{1,2}) \* \* (\S+)$/.exec(cron.trim())
   const minute = Number(m?.[1])
   const hour = Number(m?.[2])
-  if (m && minute < 60 && hour < 24) {
+  const days = m?.[3] === '*' ? 'day' : weekdays(m?.[3] ?? '')
+  if (m && days !== null && minute < 60 && hour < 24) {
     const start = hour * 60 + minute
-    if (m[3] === '*' && durationMinutes < 24 * 60) {
-      return html`every day ${clock(start)} to ${clock((start + durationMinutes) % (24 * 60))}`
-    }
-    if (m[3] !== '*' && durationMinutes < 7 * 24 * 60) {
+    const single = /^[0-7]$/.test(m[3] ?? '')
+    if (single && durationMinutes < 7 * 24 * 60) {
       const day = Number(m[3]) % 7
       const end = (day * 24 * 60 + start + durationMinutes) % (7 * 24 * 60)
-      return html`every ${DAYS[day]} ${clock(start)} to ${DAYS[Math.floor(end / (24 * 60))]} ${clock(end % (24 * 60))}`
+      return `every ${days} ${clock(start)} to ${DAYS[Math.floor(end / (24 * 60))]} ${clock(end % (24 * 60))}`
+    }
+    if (durationMinutes < 24 * 60) {
+      return `every ${days} ${clock(start)} to ${clock((start + durationMinutes) % (24 * 60))}`
     }
   }
-  return html`cron <code>${cron}</code> for ${formatDuration(durationMinutes * 60_000)}`
+  return `cron "${cron}" for ${formatDuration(durationMinutes * 60_000)}`
 }
 
 function scheduleCell(f: Freeze): SafeHtml {
   const s = f.schedule
   if (s.kind === 'once') return html`one-off, ${timeTag(s.startsAt)} to ${timeTag(s.endsAt)}`
-  return recurringWords(s.cron, s.durationMinutes)
+  return html`${recurringText(s.cron, s.durationMinutes)}`
 }
 
 /** An instant for the viewer (their zone once the script runs, UTC on hover) and on the window's clock. */

@@ -92,17 +92,26 @@ test('an admin sets every kind of guardrail in the browser; the page lists them,
     'staging is locked for billing-reconciliation-worker until 2099-12-24 17:00 UTC.',
   )
 
-  // A weekly-ish window by cron in Berlin, and a one-off window typed in the viewer's zone.
+  // A weekly window in Berlin, a nightly one by cron in the viewer's zone, and a one-off one.
   await page.locator('#gf-environment').selectOption('prod')
-  await page.locator('#gf-kind-cron').check()
-  await page.locator('#gf-cron').fill('0 16 * * 5')
-  await page.locator('#gf-duration').fill('3840')
+  await page.locator('#gf-kind-weekly').check()
+  await page.locator('#gf-weekly').fill('Fri 16:00-Mon 08:00')
   await page.locator('#gf-time-zone').selectOption('Europe/Berlin')
   await page.locator('#gf-reason').fill('No deploys over the weekend')
   await page.getByRole('button', { name: 'Add freeze window' }).click()
-  assert.match(
+  assert.equal(
     await notice(page),
-    /^A freeze window is added to prod: cron "0 16 \* \* 5" for 3840 min \(Europe\/Berlin\)\.$/,
+    'A freeze window is added to prod: every Fri 16:00 to Mon 08:00 (Europe/Berlin).',
+  )
+  await page.locator('#gf-environment').selectOption('dev')
+  await page.locator('#gf-kind-cron').check()
+  await page.locator('#gf-cron').fill('0 22 * * 1-5')
+  await page.locator('#gf-duration').fill('600')
+  await page.locator('#gf-reason').fill('Nightly batch jobs')
+  await page.getByRole('button', { name: 'Add freeze window' }).click()
+  assert.equal(
+    await notice(page),
+    'A freeze window is added to dev: every Mon–Fri 22:00 to 08:00 (Europe/Berlin).',
   )
   await page.locator('#gf-environment').selectOption('staging')
   await page.locator('#gf-kind-once').check()
@@ -137,7 +146,7 @@ test('an admin sets every kind of guardrail in the browser; the page lists them,
   await page.reload()
   assert.equal(await page.locator('.notice').count(), 0, 'the notice shows once')
   assert.equal(await page.locator('table.locks-table tbody tr').count(), 2)
-  assert.equal(await page.locator('table.freezes-table tbody tr').count(), 2)
+  assert.equal(await page.locator('table.freezes-table tbody tr').count(), 3)
   assert.equal(await page.locator('table.promotions-table tbody tr').count(), 2)
   assert.equal(await page.locator('table.bad-versions-table tbody tr').count(), 1)
   assert.match(

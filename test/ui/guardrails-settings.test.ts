@@ -235,7 +235,7 @@ test('a refused lock comes back 422 with each bad field named beside it, what wa
   assert.deepEqual(await counts(ctx), start)
 })
 
-test('freeze windows: one-off in the viewer zone and by cron; both listed with their zone; to ≤ from, a bad zone and a bad kind are refused; Remove', async (t) => {
+test('freeze windows: one-off in the viewer zone, weekly and by cron in a named zone; listed in words with the next occurrence on both clocks; Remove', async (t) => {
   const { ctx, admin } = await setUp(t)
   const once = await submit(admin, 'freezes', {
     environment: 'prod',
@@ -251,93 +251,162 @@ test('freeze windows: one-off in the viewer zone and by cron; both listed with t
     await noticeAfter(admin, once),
     'A freeze window is added to prod: from 2099-12-24 05:00 UTC to 2099-12-27 05:00 UTC.',
   )
-  const cron = await submit(admin, 'freezes', {
+  const weekly = await submit(admin, 'freezes', {
     environment: 'staging',
-    kind: 'cron',
-    cron: '0 16 * * 5',
-    duration_minutes: '3840',
+    kind: 'weekly',
+    weekly: 'Fri 16:00-Mon 08:00',
     time_zone: 'Europe/Berlin',
     reason: 'weekend',
   })
-  assert.match(
+  assert.equal(
+    await noticeAfter(admin, weekly),
+    'A freeze window is added to staging: every Fri 16:00 to Mon 08:00 (Europe/Berlin).',
+  )
+  // By cron; no zone chosen: the viewer's (sent by the page's script as tz).
+  const cron = await submit(admin, 'freezes', {
+    environment: 'dev',
+    kind: 'cron',
+    cron: '0 22 * * 1-5',
+    duration_minutes: '600',
+    time_zone: '',
+    tz: 'Asia/Tokyo',
+    reason: 'nightly batch',
+  })
+  assert.equal(
     await noticeAfter(admin, cron),
-    /^A freeze window is added to staging: cron "0 16 \* \* 5" for 3840 min \(Europe\/Berlin\)\.$/,
+    'A freeze window is added to dev: every Mon–Fri 22:00 to 08:00 (Asia/Tokyo).',
   )
   const stored = await ctx.database.db.selectFrom('freeze_windows').selectAll().orderBy('id').execute()
   assert.deepEqual(
     stored.map((w) => [
       w.environment,
       w.cron,
+      w.duration_minutes === null ? null : Number(w.duration_minutes),
       w.time_zone,
       w.starts_at === null ? null : Number(w.starts_at),
       w.created_by,
     ]),
     [
-      ['prod', null, null, Date.UTC(2099, 11, 24, 5), 'ada@example.com'],
-      ['staging', '0 16 * * 5', 'Europe/Berlin', null, 'ada@example.com'],
+      ['prod', null, null, null, Date.UTC(2099, 11, 24, 5), 'ada@example.com'],
+      ['staging', '0 16 * * 5', 3840, 'Europe/Berlin', null, 'ada@example.com'],
+      ['dev', '0 22 * * 1-5', 600, 'Asia/Tokyo', null, 'ada@example.com'],
     ],
   )
   const audit = await lastAudit(ctx, 'freeze.added')
   assert.equal(audit?.actor, 'ada@example.com')
-  assert.equal(audit?.target, 'environment staging')
+  assert.equal(audit?.target, 'environment dev')
 
   const page = (await admin.get(PAGE)).payload
-  assert.match(page, /every Fri 16:00 to Mon 08:00/)
+  assert.match(page, /<td data-label="Schedule"><span>every Fri 16:00 to Mon 08:00<\/span><\/td>/)
   assert.match(page, /<td data-label="Time zone">Europe\/Berlin<\/td>/)
   // The one-off window's next occurrence is its start, in the viewer's time (UTC until the script runs).
   assert.match(page, /<td data-label="Next"><span><time datetime="2099-12-24T05:00:00.000Z"/)
-
-  const start = await counts(ctx)
-  const refused: [Record<string, string>, RegExp][] = [
-    [
-      { environment: 'prod', kind: 'once', from: '2099-01-02T00:00', to: '2099-01-01T00:00', reason: 'x' },
-      /gf-to: to must be later than from/,
-    ],
-    [
-      { environment: 'prod', kind: 'once', from: '2099-01-02T00:00', to: '2099-01-02T00:00', reason: 'x' },
-      /gf-to: to must be later than from/,
-    ],
-    [
-      {
-        environment: 'prod',
-        kind: 'cron',
-        cron: '0 1 * * *',
-        duration_minutes: '60',
-        time_zone: 'Nowhere/City',
-        reason: 'x',
-      },
-      /gf-time-zone: time_zone must be a time zone name/,
-    ],
-    [
-      { environment: 'prod', kind: 'cron', cron: '0 1 * * *', duration_minutes: '0', reason: 'x' },
-      /gf-duration: duration_minutes must be a whole number from 1 to 10080/,
-    ],
-    [
-      { environment: 'prod', kind: 'sometimes', reason: 'x' },
-      /gf-kind-once: kind must be weekly, cron or once/,
-    ],
-    [
-      { environment: 'qa', kind: 'once', from: '2099-01-01T00:00', to: '2099-01-02T00:00', reason: 'x' },
-      /gf-environment: environment: this account has no environment "qa"/,
-    ],
-    [
-      { environment: 'prod', kind: 'once', from: '2099-01-01T00:00', to: '2099-01-02T00:00', reason: '' },
-      /gf-reason: reason is required/,
-    ],
-  ]
-  for (const [form, expected] of refused) {
-    const res = await submit(admin, 'freezes', form)
-    assert.equal(res.statusCode, 422, JSON.stringify(form))
-    assert.match(fieldErrors(res.payload).join('\n'), expected)
-  }
-  assert.deepEqual(await counts(ctx), start)
+  // The weekly one's next start (or, at the weekend, the end of the one holding now) on Berlin's clock.
+  assert.match(page, /<span class="hint">Fri, \d{1,2} \w{3} \d{4}, 16:00 Europe\/Berlin<\/span>/)
+  // A window holding now says so, and until when.
+  const now = Date.now()
+  await ctx.database.db
+    .insertInto('freeze_windows')
+    .values({
+      account_id: ctx.tenant.account.id,
+      environment: 'prod',
+      reason: 'incident',
+      cron: null,
+      duration_minutes: null,
+      time_zone: null,
+      starts_at: now - HOUR,
+      ends_at: Date.UTC(2098, 0, 1),
+      created_by: 'ada@example.com',
+      created_at: now,
+    })
+    .execute()
+  assert.match(
+    (await admin.get(PAGE)).payload,
+    /<span class="guard-state active">active now<\/span> until <time datetime="2098-01-01T00:00:00.000Z"/,
+  )
 
   const id = stored[0]?.id
   const removed = await submit(admin, `freezes/${id}/remove`, {})
   assert.equal(await noticeAfter(admin, removed), 'The freeze window is removed.')
-  assert.equal(await rows(ctx, 'freeze_windows'), 1)
+  assert.equal(await rows(ctx, 'freeze_windows'), 3)
   assert.equal((await lastAudit(ctx, 'freeze.removed'))?.actor, 'ada@example.com')
   assert.equal((await submit(admin, `freezes/${id}/remove`, {})).statusCode, 404)
+})
+
+test('a refused freeze window comes back 422 beside its field: to ≤ from, overlapping windows, cron out of range, unknown zone, bad weekly text, no kind', async (t) => {
+  const { ctx, admin } = await setUp(t)
+  // Windows are compared over the next 400 days (commands.ts): these lie within them.
+  const day = (n: number) => new Date(Math.floor(Date.now() / 86_400_000 + n) * 86_400_000).toISOString()
+  await submit(admin, 'freezes', {
+    environment: 'prod',
+    kind: 'once',
+    from: day(10),
+    to: day(13),
+    reason: 'holidays',
+  })
+  await submit(admin, 'freezes', {
+    environment: 'staging',
+    kind: 'weekly',
+    weekly: 'Fri 16:00-Mon 08:00',
+    time_zone: 'Europe/Berlin',
+    reason: 'weekend',
+  })
+  const start = await counts(ctx)
+  const refused: [Record<string, string>, RegExp][] = [
+    [
+      { kind: 'once', from: '2099-01-02T00:00', to: '2099-01-01T00:00' },
+      /^gf-to: to must be later than from/,
+    ],
+    [
+      { kind: 'once', from: '2099-01-02T00:00', to: '2099-01-02T00:00' },
+      /^gf-to: to must be later than from/,
+    ],
+    [
+      { kind: 'once', from: day(12), to: day(14) },
+      new RegExp(
+        `^gf-from: the window overlaps freeze window \\d+ of prod \\(${day(10)} to ${day(13)}\\) at ${day(12)}`.replaceAll(
+          '.',
+          '\\.',
+        ),
+      ),
+    ],
+    [
+      { environment: 'staging', kind: 'weekly', weekly: 'Sun 20:00-Mon 06:00', time_zone: 'Europe/Berlin' },
+      /^gf-weekly: the window overlaps freeze window \d+ of staging/,
+    ],
+    [
+      { kind: 'cron', cron: '61 25 * * 8', duration_minutes: '60', time_zone: 'UTC' },
+      /^gf-cron: cron: minute: 61 is out of range 0–59; cron: hour: 25 is out of range 0–23; cron: day-of-week: 8 is out of range 0–7$/,
+    ],
+    [
+      { kind: 'cron', cron: '0 1 * * *', duration_minutes: '60', time_zone: 'Nowhere/City' },
+      /^gf-time-zone: time_zone: "Nowhere\/City" is not a known time zone/,
+    ],
+    [
+      { kind: 'cron', cron: '0 1 * * *', duration_minutes: '0', time_zone: 'UTC' },
+      /gf-duration: duration_minutes must be a whole number from 1 to 10080/,
+    ],
+    [
+      { kind: 'weekly', weekly: 'Fri 16:00 until Monday', time_zone: 'UTC' },
+      /^gf-weekly: weekly: .* is not a weekly range/,
+    ],
+    [{ kind: 'sometimes' }, /^gf-kind-once: kind must be weekly, cron or once/],
+    [{}, /^gf-from: a window needs from and to \(one-off\), or weekly or cron with time_zone \(recurring\)/],
+    [
+      { environment: 'qa', kind: 'once', from: '2099-01-01T00:00', to: '2099-01-02T00:00' },
+      /^gf-environment: environment: this account has no environment "qa"/,
+    ],
+    [
+      { kind: 'once', from: '2099-01-01T00:00', to: '2099-01-02T00:00', reason: '' },
+      /^gf-reason: reason is required/,
+    ],
+  ]
+  for (const [form, expected] of refused) {
+    const res = await submit(admin, 'freezes', { environment: 'prod', reason: 'x', ...form })
+    assert.equal(res.statusCode, 422, JSON.stringify(form))
+    assert.match(fieldErrors(res.payload).join('\n'), expected, JSON.stringify(form))
+  }
+  assert.deepEqual(await counts(ctx), start)
 })
 
 test('promotion rules: a chain is set and shown in words; a rule naming itself or closing a cycle is refused; Remove', async (t) => {

@@ -14,35 +14,30 @@ import {
   markVersionGood,
   removeFreezeWindow,
   removePromotionRule,
-  scheduleText,
   setPromotionRule,
   unlockById,
 } from '../../domain/guardrails/commands.js'
-import { nextOccurrence } from '../../domain/guardrails/freeze-calendar.js'
 import {
   readBadVersionInput,
   readFreezeInput,
   readLockInput,
   readPromotionInput,
 } from '../../domain/guardrails/inputs.js'
-import { type Freeze, freezeOccurrence } from '../../domain/guardrails/rules.js'
 import { loadBadVersions, loadFreezes, loadLocks, loadPromotionRules } from '../../domain/guardrails/store.js'
-import { instantOf, readInstant } from '../../domain/instants.js'
 import { knownNames } from '../../domain/names/rename.js'
 import { type SessionUser, takeFlash } from '../../domain/sessions.js'
-import { knownZone, zonedToInstant } from '../../domain/time-zones.js'
 import { MAX_ID, parseWholeNumber } from '../../domain/whole-numbers.js'
-import { textProblem } from '../../text-rules.js'
 import {
-  type FreezeRow,
   guardrailsPage,
   promotionText,
   type RefusedForm,
+  recurringText,
 } from '../../views/guardrails-page.js'
 import { FRESH } from '../plugins/fresh-deployments.js'
 import { HttpProblem } from '../problem.js'
 import { auditSource } from './audit-context.js'
 import type { UiContext } from './context.js'
+import { formValues, freezeFields, freezeRow, inZone, utcText, viewerZone } from './guardrail-fields.js'
 
 // Generous limits: a value too long for its field is refused by the domain, beside the field (422).
 const text = (maxLength = 10_000) => Type.Optional(Type.String({ maxLength }))
@@ -95,53 +90,6 @@ function idParam(raw: string, what: string): number {
   const id = parseWholeNumber(raw, 1, MAX_ID)
   if (id === undefined) throw notFound(what)
   return id
-}
-
-/**
- * The body's text fields (the CSRF token left out), to fill a refused form back in; a value the
- * domain refuses as text (control characters, direction overrides) is not echoed: its field says why.
- */
-function formValues(body: Readonly<Record<string, unknown>>): Record<string, string> {
-  return Object.fromEntries(
-    Object.entries(body)
-      .filter((e): e is [string, string] => e[0] !== '_csrf' && typeof e[1] === 'string')
-      .map(([field, value]) => [field, textProblem(value) === null ? value : '']),
-  )
-}
-
-/** The viewer's zone the page's script sent (`tz`): undefined for none (then UTC), or an error. */
-function viewerZone(tz: string | undefined, errors: FieldError[]): string | undefined {
-  const name = (tz ?? '').trim()
-  if (name === '') return undefined
-  const zone = knownZone(name)
-  if (zone === undefined)
-    errors.push({ field: 'tz', message: 'tz must be a time zone name such as Europe/Berlin' })
-  return zone
-}
-
-/**
- * A date-time typed without zone (what a datetime-local field sends) as the instant it names in the
- * viewer's zone, written with Z for the domain; any other text (a span, a zoned instant, a typo) as
- * it came, for the domain to read or refuse.
- */
-function inZone(value: string | undefined, zone: string | undefined): string | undefined {
-  if (value === undefined || zone === undefined) return value
-  const read = readInstant(value.trim())
-  if (read === undefined || read.offsetMinutes !== undefined) return value
-  return new Date(instantOf(read, (wall) => zonedToInstant(zone, wall))).toISOString()
-}
-
-const utcText = (at: number) => `${new Date(at).toISOString().slice(0, 16).replace('T', ' ')} UTC`
-
-/** What the calendar says of a window now: the occurrence holding and the next one to begin. */
-function freezeRow(freeze: Freeze, now: number): FreezeRow {
-  const s = freeze.schedule
-  const active = freezeOccurrence(freeze, now)
-  const upcoming =
-    s.kind === 'once'
-      ? { start: s.startsAt, end: s.endsAt }
-      : nextOccurrence({ cron: s.cron, durationMinutes: s.durationMinutes, timeZone: s.timeZone }, now)
-  return { freeze, active, next: upcoming !== null && upcoming.start > now ? upcoming : null }
 }
 
 const TIME_ZONES = ['UTC', ...Intl.supportedValuesOf('timeZone').filter((z) => z !== 'UTC')]
@@ -248,45 +196,22 @@ export const guardrailRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app,
       const b = request.body
       const now = Date.now()
       const errors: FieldError[] = []
-      const zone = viewerZone(b.tz, errors)
-      const kind = (b.kind ?? '').trim()
-      // Only the chosen kind's fields are read: without scripts every fieldset is on the page, and
-      // what is left in another one must not count.
-      const once = { from: inZone(b.from, zone), to: inZone(b.to, zone) }
-      const windowZone = (b.time_zone ?? '').trim() || zone || 'UTC'
-      const canonicalZone = knownZone(windowZone)
-      const recurring = kind === 'weekly' || kind === 'cron' || (kind === '' && (b.weekly || b.cron))
-      if (recurring && canonicalZone === undefined)
-        errors.push({
-          field: 'time_zone',
-          message: 'time_zone must be a time zone name such as Europe/Berlin',
-        })
-      const timeZone = canonicalZone ?? windowZone
-      const fields =
-        kind === 'once'
-          ? once
-          : kind === 'weekly'
-            ? { weekly: b.weekly, time_zone: timeZone }
-            : kind === 'cron'
-              ? { cron: b.cron, duration_minutes: b.duration_minutes, time_zone: timeZone }
-              : {
-                  ...once,
-                  weekly: b.weekly,
-                  cron: b.cron,
-                  duration_minutes: b.duration_minutes,
-                  time_zone: timeZone,
-                }
-      if (kind !== '' && kind !== 'once' && kind !== 'weekly' && kind !== 'cron')
-        errors.push({ field: 'kind', message: 'kind must be weekly, cron or once' })
+      const { kind, fields } = freezeFields(b, viewerZone(b.tz, errors), errors)
       const read = readFreezeInput({ environment: b.environment, reason: b.reason, ...fields }, now)
       const refuse = (problems: FieldError[]) =>
         page(request, reply, user, { refused: { form: 'freeze', values: formValues(b), errors: problems } })
       if (!read.ok || errors.length > 0) return refuse([...errors, ...(read.ok ? [] : read.errors)])
       const done = await addFreezeWindow(db, user.accountId, read.value, auditSource(request, user), now)
-      if (!done.ok) return refuse(done.errors)
+      // The commands name a recurring window's schedule `cron`; this form may have sent it as `weekly`.
+      if (!done.ok)
+        return refuse(
+          done.errors.map((e) => (kind === 'weekly' && e.field === 'cron' ? { ...e, field: 'weekly' } : e)),
+        )
       const s = read.value.schedule
       const words =
-        s.kind === 'once' ? `from ${utcText(s.startsAt)} to ${utcText(s.endsAt)}` : scheduleText(s)
+        s.kind === 'once'
+          ? `from ${utcText(s.startsAt)} to ${utcText(s.endsAt)}`
+          : `${recurringText(s.cron, s.durationMinutes)} (${s.timeZone})`
       return changed(
         reply,
         user,
