@@ -266,6 +266,16 @@ test('every state-changing route of the app, found from its route table, refuses
     'POST /settings/badge-token',
     'POST /settings/environments',
     'POST /settings/environments/rename',
+    // --- guardrails ---
+    'POST /settings/guardrails/bad-versions',
+    'POST /settings/guardrails/bad-versions/good',
+    'POST /settings/guardrails/freezes',
+    'POST /settings/guardrails/freezes/:id/remove',
+    'POST /settings/guardrails/locks',
+    'POST /settings/guardrails/locks/:id/unlock',
+    'POST /settings/guardrails/promotions',
+    'POST /settings/guardrails/promotions/remove',
+    // --- end guardrails ---
     'POST /settings/keys',
     'POST /settings/keys/:id/revoke',
     'POST /settings/retention',

@@ -92,6 +92,9 @@ interface World {
   /** --- webhooks: A's webhook and one of its deliveries (B must not see, change or resend them) --- */
   aWebhookId: number
   aDeliveryId: number
+  /** --- guardrails: A's lock and freeze window (B must not see or remove them) --- */
+  aLockId: number
+  aFreezeId: number
 }
 
 /** A registered method + URL, as the onRoute hook saw it. */
@@ -322,6 +325,20 @@ async function snapshotOfA(w: Pick<World, 'ctx' | 'a'>): Promise<unknown> {
       .orderBy('id')
       .execute(),
     // --- end webhooks ---
+    // --- guardrails ---
+    locks: await db.selectFrom('environment_locks').selectAll().where('account_id', '=', accountId).execute(),
+    freezes: await db.selectFrom('freeze_windows').selectAll().where('account_id', '=', accountId).execute(),
+    promotionRules: await db
+      .selectFrom('promotion_rules')
+      .selectAll()
+      .where('account_id', '=', accountId)
+      .execute(),
+    badVersions: await db
+      .selectFrom('bad_versions')
+      .selectAll()
+      .where('account_id', '=', accountId)
+      .execute(),
+    // --- end guardrails ---
     sessions: await db
       .selectFrom('sessions')
       .innerJoin('users', 'users.id', 'sessions.user_id')
@@ -526,10 +543,65 @@ const world = sharedFixture(async (cleanup) => {
     .execute()
   markers.push({ text: 'acme-delivery-7f3c', pattern: /acme-delivery-7f3c/ })
   // --- end webhooks ---
+  // --- guardrails: one of each of A's, each reason a marker ---
+  const guardedBy = { created_by: aAdmin.email, created_at: Date.now() }
+  const aLock = await db
+    .insertInto('environment_locks')
+    .values({
+      account_id: a.account.id,
+      environment: 'prod',
+      service: null,
+      reason: 'acme-lock-r4',
+      ends_at: null,
+      ...guardedBy,
+    })
+    .returning('id')
+    .executeTakeFirstOrThrow()
+  const aFreeze = await db
+    .insertInto('freeze_windows')
+    .values({
+      account_id: a.account.id,
+      environment: 'prod',
+      reason: 'acme-freeze-f6',
+      cron: null,
+      duration_minutes: null,
+      time_zone: null,
+      starts_at: Date.UTC(2099, 0, 1),
+      ends_at: Date.UTC(2099, 0, 2),
+      ...guardedBy,
+    })
+    .returning('id')
+    .executeTakeFirstOrThrow()
+  await db
+    .insertInto('promotion_rules')
+    .values({
+      account_id: a.account.id,
+      environment: 'prod',
+      after_environment: 'acme-stage-p8',
+      min_minutes: 5,
+      require_good: 1,
+      ...guardedBy,
+    })
+    .execute()
+  await db
+    .insertInto('bad_versions')
+    .values({
+      account_id: a.account.id,
+      service: 'acme-only',
+      version: 'acme-3',
+      reason: 'acme-bad-b2',
+      ...guardedBy,
+    })
+    .execute()
+  for (const text of ['acme-lock-r4', 'acme-freeze-f6', 'acme-stage-p8', 'acme-bad-b2'])
+    markers.push({ text, pattern: new RegExp(escapeRegExp(text)) })
+  // --- end guardrails ---
   const w: World = {
     ctx,
     aWebhookId: Number(aWebhook.id),
     aDeliveryId: Number(aDelivery.id),
+    aLockId: Number(aLock.id),
+    aFreezeId: Number(aFreeze.id),
     bReadKey,
     aBadgeToken,
     bBadgeToken: 'betabadgetoken-0123456789k3',
@@ -1350,6 +1422,172 @@ const MATRIX: Record<string, Entry> = {
     },
   },
   // --- end webhooks ----------------------------------------------------------------------------------
+  // --- guardrails (Settings → Guardrails: members read, admins change) -----------------------------
+  'GET /settings/guardrails': {
+    why: 'a redirect only',
+    cases: () =>
+      from(
+        {
+          anonymous: redirect('/settings/guardrails/', 301),
+          bKey: redirect('/settings/guardrails/', 301),
+          bAdmin: redirect('/settings/guardrails/', 301),
+        },
+        { url: '/settings/guardrails' },
+      ),
+  },
+  'GET /settings/guardrails/': {
+    why: "B's guardrails only (none); A's member reads A's",
+    cases: (w) =>
+      ['/settings/guardrails/', `/settings/guardrails/?account=${w.a.account.id}`].flatMap((url) =>
+        from(
+          {
+            ...outsiders(false),
+            bAdmin: allOf(status(200), contains('No locks.', 'No freeze windows.', 'Lock an environment')),
+            bOther: status(200),
+            aMember: allOf(
+              status(200),
+              contains('acme-lock-r4', 'acme-freeze-f6', 'acme-stage-p8', 'acme-bad-b2'),
+            ),
+          },
+          { url },
+        ),
+      ),
+  },
+  'POST /settings/guardrails/locks': {
+    why: "admins only; a lock names the caller's own environments and services only",
+    cases: () =>
+      from(
+        {
+          ...outsiders(true),
+          aMember: status(403),
+          bAdmin: allOf(status(422), contains('no service &quot;acme-only&quot;')),
+        },
+        {
+          url: '/settings/guardrails/locks',
+          form: { environment: 'prod', service: 'acme-only', reason: 'x' },
+        },
+      ),
+  },
+  'POST /settings/guardrails/locks/:id/unlock': {
+    why: "A's lock cannot be lifted by B (404, like a missing id) nor by A's member (403)",
+    cases: (w) => [
+      ...from(
+        { ...outsiders(true), aMember: status(403) },
+        { url: `/settings/guardrails/locks/${w.aLockId}/unlock`, form: {} },
+      ),
+      ...from(
+        { bAdmin: notFoundLikeMissing('/settings/guardrails/locks/999999999/unlock', {}) },
+        { url: `/settings/guardrails/locks/${w.aLockId}/unlock`, form: {} },
+      ),
+    ],
+  },
+  'POST /settings/guardrails/freezes': {
+    why: "admins only; a window names the caller's own environments only",
+    cases: () =>
+      from(
+        {
+          ...outsiders(true),
+          aMember: status(403),
+          bAdmin: allOf(status(422), contains('no environment &quot;acme-stage-p8&quot;')),
+        },
+        {
+          url: '/settings/guardrails/freezes',
+          form: {
+            environment: 'acme-stage-p8',
+            kind: 'once',
+            from: '2099-01-01T00:00',
+            to: '2099-01-02T00:00',
+            reason: 'x',
+          },
+        },
+      ),
+  },
+  'POST /settings/guardrails/freezes/:id/remove': {
+    why: "A's freeze window cannot be removed by B (404, like a missing id) nor by A's member (403)",
+    cases: (w) => [
+      ...from(
+        { ...outsiders(true), aMember: status(403) },
+        { url: `/settings/guardrails/freezes/${w.aFreezeId}/remove`, form: {} },
+      ),
+      ...from(
+        { bAdmin: notFoundLikeMissing('/settings/guardrails/freezes/999999999/remove', {}) },
+        { url: `/settings/guardrails/freezes/${w.aFreezeId}/remove`, form: {} },
+      ),
+    ],
+  },
+  'POST /settings/guardrails/promotions': {
+    why: "admins only; a rule names the caller's own environments only",
+    cases: () =>
+      from(
+        {
+          ...outsiders(true),
+          aMember: status(403),
+          bAdmin: allOf(status(422), contains('no environment &quot;acme-stage-p8&quot;')),
+        },
+        {
+          url: '/settings/guardrails/promotions',
+          form: { environment: 'prod', after_environment: 'acme-stage-p8' },
+        },
+      ),
+  },
+  'POST /settings/guardrails/promotions/remove': {
+    why: "A's rule cannot be removed by B (404, like one that does not exist) nor by A's member (403)",
+    cases: () => {
+      const form = { environment: 'prod', after_environment: 'acme-stage-p8' }
+      return [
+        ...from(
+          { ...outsiders(true), aMember: status(403) },
+          { url: '/settings/guardrails/promotions/remove', form },
+        ),
+        ...from(
+          {
+            bAdmin: notFoundLikeMissing('/settings/guardrails/promotions/remove', {
+              environment: 'prod',
+              after_environment: 'no-such-stage',
+            }),
+          },
+          { url: '/settings/guardrails/promotions/remove', form },
+        ),
+      ]
+    },
+  },
+  'POST /settings/guardrails/bad-versions': {
+    why: "admins only; a version is marked bad in the caller's own services only",
+    cases: () =>
+      from(
+        {
+          ...outsiders(true),
+          aMember: status(403),
+          bAdmin: allOf(status(422), contains('no service &quot;acme-only&quot;')),
+        },
+        {
+          url: '/settings/guardrails/bad-versions',
+          form: { service: 'acme-only', version: 'acme-3', reason: 'x' },
+        },
+      ),
+  },
+  'POST /settings/guardrails/bad-versions/good': {
+    why: "A's bad version cannot be marked good by B (404, like one not marked) nor by A's member (403)",
+    cases: () => {
+      const form = { service: 'acme-only', version: 'acme-3' }
+      return [
+        ...from(
+          { ...outsiders(true), aMember: status(403) },
+          { url: '/settings/guardrails/bad-versions/good', form },
+        ),
+        ...from(
+          {
+            bAdmin: notFoundLikeMissing('/settings/guardrails/bad-versions/good', {
+              service: 'acme-only',
+              version: 'nothing-marked',
+            }),
+          },
+          { url: '/settings/guardrails/bad-versions/good', form },
+        ),
+      ]
+    },
+  },
+  // --- end guardrails ---------------------------------------------------------------------------------
   // --- audit log (Settings → Audit log, admins only) --------------------------------------------------
   'GET /settings/audit': {
     why: 'a redirect only',
