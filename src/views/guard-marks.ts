@@ -110,5 +110,5 @@ export function guardNotice(
     items.push(
       html`<li><span class="guard-label lock">Locked</span> <strong>${l.service ?? ''}</strong> in <strong>${l.environment}</strong>, by ${l.createdBy}, ${l.endsAt === null ? 'no end set' : html`until ${untilTag(l.endsAt, now)}`}: ${l.reason}</li>`,
     )
-  return html`<section class="notice guard-notice ${options.className ?? ''}" aria-labelledby="${options.id}"><h2 id="${options.id}">${options.heading}</h2><ul>${items}</ul></section>`
+  return html`<section class="${['notice guard-notice', options.className].filter(Boolean).join(' ')}" aria-labelledby="${options.id}"><h2 id="${options.id}">${options.heading}</h2><ul>${items}</ul></section>`
 }

@@ -200,7 +200,7 @@ function timeline(service: string, s: TimelineSection, index: number): SafeHtml 
           bad,
         }) => html`<tr${bad || details?.flags ? html` class="guarded"` : ''}>
           <td class="mono">${dep.version}</td>
-          <td><span class="state ${outcome}">${OUTCOME_LABELS[outcome]}</span>${dep.rollback ? html` <span class="mark rollback">rollback</span>` : ''}${dep.rolledBack ? html` <span class="mark rolled-back">rolled back</span>` : ''}${dep.instant ? html` <span class="hint">instant</span>` : ''}${bad ? badMarkHtml(bad) : ''}${details?.flags ? flagMark(details.flags) : ''}</td>
+          <td><div><span class="state ${outcome}">${OUTCOME_LABELS[outcome]}</span>${dep.rollback ? html` <span class="mark rollback">rollback</span>` : ''}${dep.rolledBack ? html` <span class="mark rolled-back">rolled back</span>` : ''}${dep.instant ? html` <span class="hint">instant</span>` : ''}${bad ? badMarkHtml(bad) : ''}${details?.flags ? flagMark(details.flags) : ''}</div></td>
           <td>${timeTag(dep.startedAt)}</td>
           <td>${dep.finishedAt === null ? html`<span class="hint">—</span>` : timeTag(dep.finishedAt)}</td>
           <td class="num">${clockSkewed(dep) ? CLOCK_SKEW : durationMs === null ? html`<span class="hint">—</span>` : formatDuration(durationMs)}</td>

@@ -121,7 +121,7 @@ test('the service page: locks and freezes over its environments, bad versions an
   const res = await browser.get('/services/api/')
   assert.equal(res.statusCode, 200)
   const page = res.payload
-  const notice = /<section class="notice guard-notice "[\s\S]*?<\/section>/.exec(page)?.[0] ?? ''
+  const notice = /<section class="notice guard-notice"[\s\S]*?<\/section>/.exec(page)?.[0] ?? ''
   assert.match(notice, /<h2 id="guards-heading">Locked and frozen now<\/h2>/)
   assert.ok(
     notice.includes(
@@ -167,7 +167,7 @@ test('the service page: locks and freezes over its environments, bad versions an
     assert.equal(page.includes(raw), false, raw)
   // web's page: prod locked for all and web alone, qa frozen; not api's lock in staging.
   const web = (await browser.get('/services/web/')).payload
-  const webNotice = /<section class="notice guard-notice "[\s\S]*?<\/section>/.exec(web)?.[0] ?? ''
+  const webNotice = /<section class="notice guard-notice"[\s\S]*?<\/section>/.exec(web)?.[0] ?? ''
   assert.match(webNotice, /<strong>prod<\/strong>, all services/)
   assert.match(webNotice, /<strong>web<\/strong> in <strong>prod<\/strong>, by .*: web only/)
   assert.match(webNotice, /<span class="guard-label freeze">Frozen<\/span> <strong>qa<\/strong> until <time/)
