@@ -256,7 +256,7 @@ test('the live row draws the same marks as the page', async () => {
   assert.match(cell((await member.get('/board/row?service=api')).payload, 'api', 'prod'), /class="guard bad"/)
 })
 
-test('a bad version under way beside the running one names its version; an override shows its reason', async (t) => {
+test('a recurring freeze on its column; a bad version under way beside the running one names its version; an override shows its reason', async (t) => {
   const ctx = await buildTestApp(t)
   const acct = ctx.tenant.account.id
   await record(ctx, { service: 'api', environment: 'prod', version: '1.0' })
@@ -274,8 +274,31 @@ test('a bad version under way beside the running one names its version; an overr
     version: '1.1',
     override_reason: 'forced by <ci>',
   })
+  // A recurring freeze of prod (daily, two hours, in UTC so no clock change shifts its end) that
+  // opened 30 min ago.
+  const opened = Math.floor((Date.now() - 30 * MIN) / MIN) * MIN
+  const openedAt = new Date(opened)
+  const freeze = await addFreezeWindow(
+    ctx.database.db,
+    acct,
+    {
+      environment: 'prod',
+      reason: 'daily batch',
+      schedule: {
+        kind: 'recurring',
+        cron: `${openedAt.getUTCMinutes()} ${openedAt.getUTCHours()} * * *`,
+        durationMinutes: 120,
+        timeZone: 'UTC',
+      },
+    },
+    OPERATOR_SOURCE,
+  )
+  assert.ok(freeze.ok, JSON.stringify(freeze))
   const { browser } = await userSession(ctx, acct, 'a@example.com', 'admin')
   const page = (await browser.get('/services/')).payload
+  const frozen = head(page, 'prod')
+  assert.ok(frozen.includes(`until <time datetime="${new Date(opened + 120 * MIN).toISOString()}"`), frozen)
+  assert.ok(frozen.includes(': daily batch</span>'), frozen)
   const prod = cell(page, 'api', 'prod')
   // 1.0 runs; the deployment of 1.1 under way is marked bad, by its version.
   assert.match(prod, /<span class="version mono">1\.0<\/span>/)
