@@ -2,8 +2,13 @@
 // (who, why, until), an active freeze (until when, why), a version marked bad (why), and what a
 // deployment broke when it was recorded (which rules, the override reason). Each says it in words
 // on the page, so a phone needs no hover; the title repeats it whole where the text is cut short.
-import type { ActiveFreeze, DeploymentFlags, EnvironmentGuard } from '../domain/guardrails/marks.js'
-import { brokenText } from '../domain/guardrails/marks.js'
+import {
+  type ActiveFreeze,
+  brokenText,
+  type DeploymentFlags,
+  type EnvironmentGuard,
+  type UpcomingFreeze,
+} from '../domain/guardrails/marks.js'
 import type { BadVersion, Lock } from '../domain/guardrails/rules.js'
 import { html, type SafeHtml } from './html.js'
 
@@ -92,9 +97,10 @@ export function guardNotice(
   guards: readonly EnvironmentGuard[],
   serviceLocks: readonly Lock[],
   now: number,
-  options: { id: string; heading: string; className?: string },
+  options: { id: string; heading: string; className?: string; upcoming?: readonly UpcomingFreeze[] },
 ): SafeHtml {
-  if (guards.length === 0 && serviceLocks.length === 0) return html``
+  const upcoming = options.upcoming ?? []
+  if (guards.length === 0 && serviceLocks.length === 0 && upcoming.length === 0) return html``
   const items: SafeHtml[] = []
   for (const g of guards) {
     for (const l of g.locks)
@@ -109,6 +115,10 @@ export function guardNotice(
   for (const l of serviceLocks)
     items.push(
       html`<li><span class="guard-label lock">Locked</span> <strong>${l.service ?? ''}</strong> in <strong>${l.environment}</strong>, by ${l.createdBy}, ${l.endsAt === null ? 'no end set' : html`until ${untilTag(l.endsAt, now)}`}: ${l.reason}</li>`,
+    )
+  for (const u of upcoming)
+    items.push(
+      html`<li><span class="guard-label next">Next freeze</span> <strong>${u.freeze.environment}</strong> from ${untilTag(u.start, now)} until ${untilTag(u.end, now)}: ${u.freeze.reason}</li>`,
     )
   return html`<section class="${['notice guard-notice', options.className].filter(Boolean).join(' ')}" aria-labelledby="${options.id}"><h2 id="${options.id}">${options.heading}</h2><ul>${items}</ul></section>`
 }

@@ -5,7 +5,7 @@
 import type { DeploymentDetails } from '../domain/deployments/details.js'
 import { clockSkewed, type Deployment, type DeploymentOutcome } from '../domain/deployments/rules.js'
 import type { FieldError } from '../domain/events/event.js'
-import type { EnvironmentGuard } from '../domain/guardrails/marks.js'
+import type { EnvironmentGuard, UpcomingFreeze } from '../domain/guardrails/marks.js'
 import type { BadVersion, Lock } from '../domain/guardrails/rules.js'
 import type { ServiceMeta } from '../domain/services.js'
 import type { SessionUser } from '../domain/sessions.js'
@@ -49,6 +49,8 @@ export interface ServicePageData {
     now: number
     environments: readonly EnvironmentGuard[]
     serviceLocks: readonly Lock[]
+    /** Freeze windows of its environments that open within the next week. */
+    upcoming: readonly UpcomingFreeze[]
     badVersions: readonly BadVersion[]
   }
   /** The mark-bad (or mark-good) form after it was refused: what was typed and why not. */
@@ -228,7 +230,11 @@ export function servicePage(d: ServicePageData): SafeHtml {
       <h1 class="service-name">${d.meta.name}</h1>
       ${d.notice ? html`<div class="notice" role="status"><p>${d.notice}</p></div>` : ''}
       ${d.errors.length > 0 ? html`<div class="error-box" role="alert">${d.errors.map((e) => html`<p>${e}</p>`)}</div>` : ''}
-      ${guardNotice(d.guards.environments, d.guards.serviceLocks, d.guards.now, { id: 'guards-heading', heading: 'Locked and frozen now' })}
+      ${guardNotice(d.guards.environments, d.guards.serviceLocks, d.guards.now, {
+        id: 'guards-heading',
+        heading: 'Guardrails: locks and freezes',
+        upcoming: d.guards.upcoming,
+      })}
       ${metaBlock(d.meta)}
       ${isAdmin ? editForm(d) : ''}
       ${badVersions(d, isAdmin)}

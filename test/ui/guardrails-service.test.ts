@@ -13,6 +13,7 @@ import { userSession } from '../support/ui.js'
 
 const MIN = 60_000
 const HOUR = 60 * MIN
+const DAY = 24 * HOUR
 const BAD_REASON = 'drops <em>orders</em> & "retries"'
 const OVERRIDE = 'outage <script>fix()</script>'
 
@@ -61,6 +62,8 @@ async function populated(t: Parameters<typeof buildTestApp>[0]) {
   const acct = ctx.tenant.account.id
   const now = Date.now()
   const base = now - HOUR
+  const SOON = now + 2 * DAY
+  const DAILY = Math.floor((now + 2 * HOUR) / MIN) * MIN
   const seeds: [string, string, string][] = [
     ['api', 'staging', '1.9'],
     ['api', 'prod', '1.9'],
@@ -102,6 +105,42 @@ async function populated(t: Parameters<typeof buildTestApp>[0]) {
       OPERATOR_SOURCE,
     ),
     await markVersionBad(db, acct, { service: 'api', version: '2.0', reason: BAD_REASON }, OPERATOR_SOURCE),
+    // Ahead: staging freezes in two days (and again in ten, too far to name); prod daily, two hours on.
+    await addFreezeWindow(
+      db,
+      acct,
+      {
+        environment: 'staging',
+        reason: 'release <prep>',
+        schedule: { kind: 'once', startsAt: SOON, endsAt: SOON + HOUR },
+      },
+      OPERATOR_SOURCE,
+    ),
+    await addFreezeWindow(
+      db,
+      acct,
+      {
+        environment: 'staging',
+        reason: 'far off',
+        schedule: { kind: 'once', startsAt: now + 10 * DAY, endsAt: now + 10 * DAY + HOUR },
+      },
+      OPERATOR_SOURCE,
+    ),
+    await addFreezeWindow(
+      db,
+      acct,
+      {
+        environment: 'prod',
+        reason: 'nightly batch',
+        schedule: {
+          kind: 'recurring',
+          cron: `${new Date(DAILY).getUTCMinutes()} ${new Date(DAILY).getUTCHours()} * * *`,
+          durationMinutes: 30,
+          timeZone: 'UTC',
+        },
+      },
+      OPERATOR_SOURCE,
+    ),
   ]
   for (const r of results) assert.ok(r.ok, JSON.stringify(r))
   const flagged = await record(ctx, {
@@ -112,17 +151,17 @@ async function populated(t: Parameters<typeof buildTestApp>[0]) {
     override_reason: OVERRIDE,
   })
   assert.deepEqual(flagged.rules, ['lock'])
-  return { ctx, acct }
+  return { ctx, acct, soon: SOON, daily: DAILY }
 }
 
 test('the service page: locks and freezes over its environments, bad versions and broken rules in its timelines', async (t) => {
-  const { ctx, acct } = await populated(t)
+  const { ctx, acct, soon, daily } = await populated(t)
   const { browser } = await userSession(ctx, acct, 'm@example.com', 'member')
   const res = await browser.get('/services/api/')
   assert.equal(res.statusCode, 200)
   const page = res.payload
   const notice = /<section class="notice guard-notice"[\s\S]*?<\/section>/.exec(page)?.[0] ?? ''
-  assert.match(notice, /<h2 id="guards-heading">Locked and frozen now<\/h2>/)
+  assert.match(notice, /<h2 id="guards-heading">Guardrails: locks and freezes<\/h2>/)
   assert.ok(
     notice.includes(
       `<strong>prod</strong>, all services, by ${escapeHtml(OPERATOR)}, until <time datetime="`,
@@ -135,6 +174,21 @@ test('the service page: locks and freezes over its environments, bad versions an
       `<strong>api</strong> in <strong>staging</strong>, by ${escapeHtml(OPERATOR)}, no end set: api staging &lt;reset&gt;</li>`,
     ),
   )
+  // Freezes about to open in its environments, soonest first; not one ten days away.
+  const next = [
+    ...notice.matchAll(
+      /<span class="guard-label next">Next freeze<\/span> <strong>(\w+)<\/strong> from <time datetime="([^"]+)"/g,
+    ),
+  ]
+  assert.deepEqual(
+    next.map((m) => [m[1], m[2]]),
+    [
+      ['prod', new Date(daily).toISOString()],
+      ['staging', new Date(soon).toISOString()],
+    ],
+  )
+  assert.ok(notice.includes(': release &lt;prep&gt;</li>'))
+  assert.doesNotMatch(notice, /far off/)
   // qa is frozen but api never deployed there; web's own lock is web's.
   assert.doesNotMatch(notice, /qa|web only/)
   // The versions marked bad, for everyone; no forms for a member.

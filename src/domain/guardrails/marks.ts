@@ -5,6 +5,7 @@ import type { Kysely } from 'kysely'
 import type { DB } from '../../db/schema.js'
 import { GUARDRAIL_RULES, type GuardrailRule } from '../../text-rules.js'
 import type { Deployment } from '../deployments/rules.js'
+import { nextOccurrence } from './freeze-calendar.js'
 import { type BadVersion, type Freeze, freezeOccurrence, type Guardrails, type Lock } from './rules.js'
 
 /** What a deployment's events said when they were recorded: the rules broken, and why anyway. */
@@ -120,6 +121,40 @@ export function environmentGuards(
     if (locks.length + freezes.length > 0) out.push({ environment, locks, freezes })
   }
   return out
+}
+
+/** A freeze window's next opening: it has not begun yet. */
+export interface UpcomingFreeze {
+  readonly freeze: Freeze
+  readonly start: number
+  readonly end: number
+}
+
+/**
+ * The next opening of each freeze window of `environments` that begins after `at` and within
+ * `withinMs`, soonest first, for windows not open at `at`: what a team planning a deployment wants
+ * to know next.
+ */
+export function upcomingFreezes(
+  g: Guardrails,
+  environments: readonly string[],
+  at: number,
+  withinMs: number,
+): UpcomingFreeze[] {
+  const out: UpcomingFreeze[] = []
+  for (const freeze of g.freezes) {
+    // One that holds now is said as active; its next opening can wait until this one ends.
+    if (!environments.includes(freeze.environment) || freezeOccurrence(freeze, at)) continue
+    const s = freeze.schedule
+    const next =
+      s.kind === 'once'
+        ? s.startsAt > at
+          ? { start: s.startsAt, end: s.endsAt }
+          : null
+        : nextOccurrence({ cron: s.cron, durationMinutes: s.durationMinutes, timeZone: s.timeZone }, at)
+    if (next && next.start <= at + withinMs) out.push({ freeze, start: next.start, end: next.end })
+  }
+  return out.sort((a, b) => a.start - b.start || a.freeze.id - b.freeze.id)
 }
 
 /** The locks on one service alone in an environment (not the environment-wide ones) that hold at `at`. */

@@ -7,7 +7,7 @@ import { boardSettings } from '../../domain/board/settings.js'
 import { deploymentDetails } from '../../domain/deployments/details.js'
 import { serviceTimeline } from '../../domain/deployments/queries.js'
 import { durationMs, outcomeAt } from '../../domain/deployments/rules.js'
-import { badMark, environmentGuards, serviceLocks } from '../../domain/guardrails/marks.js'
+import { badMark, environmentGuards, serviceLocks, upcomingFreezes } from '../../domain/guardrails/marks.js'
 import { loadGuardrails } from '../../domain/guardrails/store.js'
 import { renamedTo } from '../../domain/names/rename.js'
 import { serviceExists, serviceMeta } from '../../domain/services.js'
@@ -20,6 +20,8 @@ import type { UiContext } from './context.js'
 
 /** Deployments per environment and page on a service's page. */
 export const TIMELINE_PAGE = 20
+/** How far ahead the page names freeze windows about to open: a week of planning. */
+const UPCOMING_MS = 7 * 86_400_000
 
 export const invalidQuery = (detail: string) =>
   new HttpProblem(422, 'invalid-query', 'Invalid address', detail)
@@ -135,6 +137,7 @@ export async function renderService(
         now,
         environments: environmentGuards(guardrails, environments, now),
         serviceLocks: environments.flatMap((env) => serviceLocks(guardrails, service, env, now)),
+        upcoming: upcomingFreezes(guardrails, environments, now, UPCOMING_MS),
         badVersions: guardrails.badVersions.filter((b) => b.service === service),
       },
       ...extra,
