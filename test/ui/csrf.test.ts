@@ -263,6 +263,8 @@ test('every state-changing route of the app, found from its route table, refuses
     'POST /services/:service/delete',
     'POST /services/:service/meta',
     'POST /services/:service/rename',
+    'POST /services/:service/versions/bad',
+    'POST /services/:service/versions/good',
     'POST /settings/badge-token',
     'POST /settings/environments',
     'POST /settings/environments/rename',

@@ -287,6 +287,13 @@ async function snapshotOfA(w: Pick<World, 'ctx' | 'a'>): Promise<unknown> {
       .where('account_id', '=', accountId)
       .orderBy('name')
       .execute(),
+    badVersions: await db
+      .selectFrom('bad_versions')
+      .selectAll()
+      .where('account_id', '=', accountId)
+      .orderBy('service')
+      .orderBy('version')
+      .execute(),
     users: await db
       .selectFrom('users')
       .selectAll()
@@ -1120,6 +1127,42 @@ const MATRIX: Record<string, Entry> = {
       ...from(
         { bAdmin: status(303) },
         { url: '/services/shared-name/meta', form: { team: 'beta-team', description: 'beta made' } },
+      ),
+    ],
+  },
+  'POST /services/:service/versions/bad': {
+    why: "admins only, and only for their own account's services: A's service is unknown to B",
+    cases: () => [
+      ...from(
+        { ...outsiders(true), bAdmin: status(404) },
+        { url: '/services/acme-only/versions/bad', form: { version: '1.0', reason: 'beta says' } },
+      ),
+      ...from(
+        { aMember: status(403) },
+        { url: '/services/shared-name/versions/bad', form: { version: '1.0', reason: 'member says' } },
+      ),
+      // B's own service of the same name: B's mark is made, A's versions stay unmarked (snapshot).
+      ...from(
+        { bAdmin: status(303) },
+        { url: '/services/shared-name/versions/bad', form: { version: '1.0', reason: 'beta made' } },
+      ),
+    ],
+  },
+  'POST /services/:service/versions/good': {
+    why: "admins only, and only for their own account's services: A's service is unknown to B",
+    cases: () => [
+      ...from(
+        { ...outsiders(true), bAdmin: status(404) },
+        { url: '/services/acme-only/versions/good', form: { version: '1.0' } },
+      ),
+      ...from(
+        { aMember: status(403) },
+        { url: '/services/shared-name/versions/good', form: { version: '1.0' } },
+      ),
+      // B's own service: a version B never marked is refused by name, A's marks are not consulted.
+      ...from(
+        { bAdmin: status(422) },
+        { url: '/services/shared-name/versions/good', form: { version: 'never-marked' } },
       ),
     ],
   },
