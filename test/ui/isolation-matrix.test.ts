@@ -340,11 +340,7 @@ async function snapshotOfA(w: Pick<World, 'ctx' | 'a'>): Promise<unknown> {
       .selectAll()
       .where('account_id', '=', accountId)
       .execute(),
-    badVersions: await db
-      .selectFrom('bad_versions')
-      .selectAll()
-      .where('account_id', '=', accountId)
-      .execute(),
+    // (bad_versions are in the snapshot above, with the service page's routes.)
     // --- end guardrails ---
     sessions: await db
       .selectFrom('sessions')
