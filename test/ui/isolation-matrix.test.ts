@@ -1327,6 +1327,25 @@ const MATRIX: Record<string, Entry> = {
       ]
     },
   },
+  'GET /api/v1/check': {
+    why: "B's check applies B's guardrails only: A's lock on prod and A's bad version acme-3 do not exist for B",
+    cases: (w) => {
+      const url = '/api/v1/check?service=acme-only&environment=prod&version=acme-3'
+      const allowed = allOf(status(200), (res) =>
+        assert.deepEqual(res.json(), {
+          allowed: true,
+          reasons: [],
+          service: 'acme-only',
+          environment: 'prod',
+          version: 'acme-3',
+        }),
+      )
+      return [
+        ...from({ anonymous: status(401), bKey: status(403), bAdmin: allowed }, { url }),
+        ...from({ anonymous: allowed }, { url, headers: { 'x-api-key': w.bReadKey } }),
+      ]
+    },
+  },
   // ---- live updates (issue 12): GET /api/v1/stream ----
   // A stream that opens never ends, and inject waits for the end: a reader is shown to pass the
   // authorisation by the 422 a bad Last-Event-ID gets after it (nothing streamed). Which events a
