@@ -8,21 +8,19 @@ import { BACKLOG_BATCH, catchUpDeployments } from '../domain/deployments/store.j
 import type { FieldError, Validation } from '../domain/events/event.js'
 import { checkDeployment } from '../domain/guardrails/check.js'
 import {
-  addFreezeWindow,
   lockEnvironment,
   markVersionBad,
   markVersionGood,
-  removeFreezeWindow,
-  removePromotionRule,
-  setPromotionRule,
   unlockEnvironment,
 } from '../domain/guardrails/commands.js'
+import { addFreezeWindow, removeFreezeWindow } from '../domain/guardrails/freeze-commands.js'
 import {
   readBadVersionInput,
   readFreezeInput,
   readLockInput,
   readPromotionInput,
 } from '../domain/guardrails/inputs.js'
+import { removePromotionRule, setPromotionRule } from '../domain/guardrails/promotion-commands.js'
 import { printableName } from '../text-rules.js'
 import { CliError, reportFailure, withDatabase } from './common.js'
 import { printGuardrails, printVersions, type Section } from './guardrails-lists.js'

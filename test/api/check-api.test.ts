@@ -4,12 +4,9 @@
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import { cliSource } from '../../src/domain/audit/log.js'
-import {
-  addFreezeWindow,
-  lockEnvironment,
-  markVersionBad,
-  setPromotionRule,
-} from '../../src/domain/guardrails/commands.js'
+import { lockEnvironment, markVersionBad } from '../../src/domain/guardrails/commands.js'
+import { addFreezeWindow } from '../../src/domain/guardrails/freeze-commands.js'
+import { setPromotionRule } from '../../src/domain/guardrails/promotion-commands.js'
 import { createApiKey } from '../../src/domain/keys.js'
 import { buildTestApp, type TestApp } from '../helper.js'
 import { createUserIn, deploy, login } from '../support/ui.js'

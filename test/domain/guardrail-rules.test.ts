@@ -2,8 +2,9 @@
 // when; reading an admin's input; the cycle a promotion rule would close. Expectations by hand.
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
-import { cycleThrough } from '../../src/domain/guardrails/commands.js'
+import { firstOverlap } from '../../src/domain/guardrails/freeze-commands.js'
 import { readFreezeInput, readLockInput, readPromotionInput } from '../../src/domain/guardrails/inputs.js'
+import { cycleThrough } from '../../src/domain/guardrails/promotion-commands.js'
 import {
   brokenRules,
   type Guardrails,
@@ -119,4 +120,27 @@ test('a promotion rule that would close a cycle is found with its path', () => {
   assert.deepEqual(cycleThrough(rules, 'dev', 'prod'), ['dev', 'prod', 'staging', 'dev'])
   assert.equal(cycleThrough(rules, 'qa', 'dev'), null)
   assert.equal(cycleThrough(rules, 'prod', 'qa'), null)
+})
+
+test('overlap: two one-off windows are compared exactly wherever they lie; a one-off with a recurring one over its own span', () => {
+  const y2099 = Date.parse('2099-12-24T00:00:00Z')
+  const once = (from: number, hours: number) => ({
+    kind: 'once' as const,
+    startsAt: from,
+    endsAt: from + hours * 3_600_000,
+  })
+  assert.notEqual(firstOverlap(once(y2099, 48), once(y2099 + 24 * 3_600_000, 1), T), null)
+  // Touching is not overlapping: [a, b) and [b, c).
+  assert.equal(firstOverlap(once(y2099, 24), once(y2099 + 24 * 3_600_000, 1), T), null)
+  // Every Friday 16:00 for 64 h in Berlin; 24 Dec 2099 is a Thursday, so a Thu 00:00–Fri 17:00 window
+  // meets the Friday opening at 16:00 (CET, 15:00Z).
+  const weekend = {
+    kind: 'recurring' as const,
+    cron: '0 16 * * 5',
+    durationMinutes: 3840,
+    timeZone: 'Europe/Berlin',
+  }
+  const clash = firstOverlap(once(y2099, 41), weekend, T)
+  assert.equal(clash === null ? null : new Date(clash.b.start).toISOString(), '2099-12-25T15:00:00.000Z')
+  assert.equal(firstOverlap(once(y2099, 12), weekend, T), null)
 })

@@ -9,22 +9,20 @@ import { BACKLOG_BATCH, catchUpDeployments } from '../../src/domain/deployments/
 import type { Validation } from '../../src/domain/events/event.js'
 import { checkDeployment } from '../../src/domain/guardrails/check.js'
 import {
-  addFreezeWindow,
   lockEnvironment,
   markVersionBad,
   markVersionGood,
-  removeFreezeWindow,
-  removePromotionRule,
-  setPromotionRule,
   unlockById,
   unlockEnvironment,
 } from '../../src/domain/guardrails/commands.js'
+import { addFreezeWindow, removeFreezeWindow } from '../../src/domain/guardrails/freeze-commands.js'
 import {
   readBadVersionInput,
   readFreezeInput,
   readLockInput,
   readPromotionInput,
 } from '../../src/domain/guardrails/inputs.js'
+import { removePromotionRule, setPromotionRule } from '../../src/domain/guardrails/promotion-commands.js'
 import { renameAudited } from '../../src/domain/names/audited.js'
 import { checkRename } from '../../src/domain/names/rename.js'
 import { buildTestApp, type TestApp } from '../helper.js'

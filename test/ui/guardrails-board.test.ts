@@ -4,7 +4,8 @@
 // the board of a past instant shows only what was known then; the live row draws the same marks.
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
-import { addFreezeWindow, lockEnvironment, markVersionBad } from '../../src/domain/guardrails/commands.js'
+import { lockEnvironment, markVersionBad } from '../../src/domain/guardrails/commands.js'
+import { addFreezeWindow } from '../../src/domain/guardrails/freeze-commands.js'
 import { escapeHtml } from '../../src/views/html.js'
 import { buildTestApp, type TestApp } from '../helper.js'
 import { minutesAfter, OPERATOR, OPERATOR_SOURCE, record } from '../support/guardrails.js'

@@ -5,7 +5,8 @@
 // CSRF token is required), and recording sees the change at once.
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
-import { addFreezeWindow, lockEnvironment, markVersionBad } from '../../src/domain/guardrails/commands.js'
+import { lockEnvironment, markVersionBad } from '../../src/domain/guardrails/commands.js'
+import { addFreezeWindow } from '../../src/domain/guardrails/freeze-commands.js'
 import { escapeHtml } from '../../src/views/html.js'
 import { buildTestApp, type TestApp } from '../helper.js'
 import { minutesAfter, OPERATOR, OPERATOR_SOURCE, record } from '../support/guardrails.js'

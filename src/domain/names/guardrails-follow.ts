@@ -4,7 +4,7 @@
 // promotion rule that would name the environment itself, or close a cycle, is dropped and reported.
 import type { Kysely } from 'kysely'
 import type { DB } from '../../db/schema.js'
-import { cycleThrough } from '../guardrails/commands.js'
+import { cycleThrough } from '../guardrails/promotion-commands.js'
 import type { PromotionRule } from '../guardrails/rules.js'
 import { loadPromotionRules } from '../guardrails/store.js'
 

@@ -8,21 +8,19 @@ import { Type } from 'typebox'
 import { environmentListing } from '../../domain/board/environments.js'
 import type { FieldError } from '../../domain/events/event.js'
 import {
-  addFreezeWindow,
   lockEnvironment,
   markVersionBad,
   markVersionGood,
-  removeFreezeWindow,
-  removePromotionRule,
-  setPromotionRule,
   unlockById,
 } from '../../domain/guardrails/commands.js'
+import { addFreezeWindow, removeFreezeWindow } from '../../domain/guardrails/freeze-commands.js'
 import {
   readBadVersionInput,
   readFreezeInput,
   readLockInput,
   readPromotionInput,
 } from '../../domain/guardrails/inputs.js'
+import { removePromotionRule, setPromotionRule } from '../../domain/guardrails/promotion-commands.js'
 import { loadBadVersions, loadFreezes, loadLocks, loadPromotionRules } from '../../domain/guardrails/store.js'
 import { knownNames } from '../../domain/names/rename.js'
 import { type SessionUser, takeFlash } from '../../domain/sessions.js'
