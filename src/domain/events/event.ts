@@ -257,6 +257,9 @@ function shapeOf(columns: readonly ShownColumn[]): Shape {
 const PUBLIC_SHAPE = shapeOf(EXPORTED_COLUMNS)
 const API_SHAPE = shapeOf(API_COLUMNS)
 
+/** The list shown for a 'words' column that holds none: one shared, frozen list (most events). */
+const NO_WORDS: string[] = Object.freeze([]) as unknown as string[]
+
 /** A stored row in a shown shape, its keys in the shape's order. */
 function show(shape: Shape, row: EventRow): Record<string, string | number | string[] | null> {
   const shown: Record<string, string | number | string[] | null> = { ...shape.template }
@@ -272,7 +275,7 @@ function show(shape: Shape, row: EventRow): Record<string, string | number | str
         lastText = new Date(ms).toISOString()
       }
       shown[step.key] = lastText
-    } else if (step.words) shown[step.key] = typeof value === 'string' && value !== '' ? value.split(',') : []
+    } else if (step.words) shown[step.key] = typeof value === 'string' && value !== '' ? value.split(',') : NO_WORDS
     else shown[step.key] = value
   }
   return shown
