@@ -6,8 +6,8 @@ import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import type { EventStatus } from '../../src/db/schema.js'
 import type { AuditSource } from '../../src/domain/audit/log.js'
+import { incidentsOf } from '../../src/domain/deployments/incident-store.js'
 import {
-  incidentsOf,
   markFixed,
   markIncident,
   readIncidentInput,

@@ -1,26 +1,17 @@
 // Failure links for the DORA figures (issue 27): a deployment marked as having caused an incident
-// (with a link and a note) and the deployment that fixed it. The marks as read for the figures and
-// pages, the input read from a form or an API body, and the audited commands that change them.
+// (with a link and a note) and the deployment that fixed it: the input read from a form or an API
+// body, and the audited commands that change the marks (incident-store.ts reads them).
 import type { Kysely } from 'kysely'
 import type { DB } from '../../db/schema.js'
 import { characterCount, textProblem } from '../../text-rules.js'
 import { type AuditSource, recordAudit } from '../audit/log.js'
 import type { FieldError } from '../events/event.js'
 import { isWebAddress } from '../services.js'
-import type { IncidentMark, MetricsWindow } from './metrics.js'
+import { deploymentById, type Incident, toIncident } from './incident-store.js'
 import type { Deployment } from './rules.js'
-import { rowToDeployment } from './store.js'
 
 export const NOTE_MAX = 500
 export const LINK_MAX = 2000
-
-/** A mark as people see it: what the figures use, with the link and note and who made it. */
-export interface Incident extends IncidentMark {
-  link: string | null
-  note: string | null
-  createdBy: string
-  createdAt: number
-}
 
 /** What a form or an API body asks to set; a field left undefined keeps its stored value. */
 export interface IncidentInput {
@@ -35,106 +26,6 @@ export type IncidentResult =
   | { ok: false; status: 404 | 422; errors: FieldError[] }
 
 type Row = DB['deployment_incidents']
-
-function toIncident(row: {
-  deployment_id: number
-  link: string | null
-  note: string | null
-  fixed_by: number | null
-  created_by: string
-  created_at: number
-}): Incident {
-  return {
-    deploymentId: Number(row.deployment_id),
-    fixedBy: row.fixed_by === null ? null : Number(row.fixed_by),
-    link: row.link,
-    note: row.note,
-    createdBy: row.created_by,
-    createdAt: Number(row.created_at),
-  }
-}
-
-/**
- * The marks of the deployments a metrics window counts (finished in it, in its environment and
- * service): an index walk from the account's few marks to their deployments. Ordered by id, so the
- * same marks always give the same cache key.
- */
-export async function marksInWindow(
-  db: Kysely<DB>,
-  accountId: number,
-  window: MetricsWindow,
-): Promise<Map<number, IncidentMark>> {
-  let query = db
-    .selectFrom('deployment_incidents as i')
-    .innerJoin('deployments as d', (join) =>
-      join.onRef('d.account_id', '=', 'i.account_id').onRef('d.id', '=', 'i.deployment_id'),
-    )
-    .select(['i.deployment_id', 'i.fixed_by'])
-    .where('i.account_id', '=', accountId)
-    .where('d.environment', '=', window.environment)
-    .where('d.finished_at', '>=', window.from)
-    .where('d.finished_at', '<', window.to)
-  if (window.service !== null) query = query.where('d.service', '=', window.service)
-  const rows = await query.orderBy('i.deployment_id').execute()
-  return new Map(
-    rows.map((r) => [
-      Number(r.deployment_id),
-      { deploymentId: Number(r.deployment_id), fixedBy: r.fixed_by === null ? null : Number(r.fixed_by) },
-    ]),
-  )
-}
-
-/** The marks of the given deployments, by deployment id (for pages and the read API). */
-export async function incidentsOf(
-  db: Kysely<DB>,
-  accountId: number,
-  deploymentIds: readonly number[],
-): Promise<Map<number, Incident>> {
-  const out = new Map<number, Incident>()
-  const ids = [...new Set(deploymentIds)]
-  for (let i = 0; i < ids.length; i += 500) {
-    const rows = await db
-      .selectFrom('deployment_incidents')
-      .selectAll()
-      .where('account_id', '=', accountId)
-      .where('deployment_id', 'in', ids.slice(i, i + 500))
-      .execute()
-    for (const r of rows) out.set(Number(r.deployment_id), toIncident(r))
-  }
-  return out
-}
-
-/** The marks that name `fixId` as their fix: what the fixing deployment's page lists. */
-export async function incidentsFixedBy(
-  db: Kysely<DB>,
-  accountId: number,
-  fixId: number,
-): Promise<Incident[]> {
-  const rows = await db
-    .selectFrom('deployment_incidents')
-    .selectAll()
-    .where('account_id', '=', accountId)
-    .where('fixed_by', '=', fixId)
-    .orderBy('deployment_id')
-    .execute()
-  return rows.map(toIncident)
-}
-
-/** One deployment of the account by id, or undefined. */
-export async function deploymentById(
-  db: Kysely<DB>,
-  accountId: number,
-  id: number,
-): Promise<Deployment | undefined> {
-  if (!Number.isSafeInteger(id) || id <= 0) return undefined
-  const row = await db
-    .selectFrom('deployments')
-    .selectAll()
-    .where('account_id', '=', accountId)
-    .where('id', '=', id)
-    .executeTakeFirst()
-  return row ? rowToDeployment(row) : undefined
-}
 
 /**
  * Reads `link`, `note` and `fixed_by` from a form or a JSON body. Absent: unchanged; null or empty

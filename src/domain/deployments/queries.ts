@@ -3,7 +3,7 @@
 // the board's reads are in ../board/.
 import type { Kysely } from 'kysely'
 import type { DB, DeploymentRow } from '../../db/schema.js'
-import { marksInWindow } from './incidents.js'
+import { marksInWindow } from './incident-store.js'
 import {
   computeMetrics,
   firstStartKey,

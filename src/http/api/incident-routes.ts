@@ -5,8 +5,8 @@ import cookie from '@fastify/cookie'
 import type { FastifyInstance, FastifyRequest } from 'fastify'
 import { type Static, Type } from 'typebox'
 import type { AuditSource } from '../../domain/audit/log.js'
+import { deploymentById } from '../../domain/deployments/incident-store.js'
 import {
-  deploymentById,
   type IncidentResult,
   markIncident,
   readIncidentInput,

@@ -2,7 +2,7 @@
 import type { FastifyInstance } from 'fastify'
 import { type Static, Type } from 'typebox'
 import { stallMsOf } from '../../domain/board/settings.js'
-import { type Incident, incidentsOf } from '../../domain/deployments/incidents.js'
+import { type Incident, incidentsOf } from '../../domain/deployments/incident-store.js'
 import { listDeployments } from '../../domain/deployments/queries.js'
 import { clockSkewed, type Deployment, durationMs, outcomeAt } from '../../domain/deployments/rules.js'
 import { FRESH } from '../plugins/fresh-deployments.js'
