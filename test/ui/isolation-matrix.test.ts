@@ -322,6 +322,12 @@ async function snapshotOfA(w: Pick<World, 'ctx' | 'a'>): Promise<unknown> {
       .orderBy('id')
       .execute(),
     // --- end webhooks ---
+    incidents: await db
+      .selectFrom('deployment_incidents')
+      .selectAll()
+      .where('account_id', '=', accountId)
+      .orderBy('deployment_id')
+      .execute(),
     sessions: await db
       .selectFrom('sessions')
       .innerJoin('users', 'users.id', 'sessions.user_id')
@@ -609,6 +615,9 @@ const exportEntry = (format: 'csv' | 'json'): Entry => ({
       return from({ ...outsiders(false), bAdmin: onlyB(nonEmpty) }, { url: `/logs/export.${format}${query}` })
     }),
 })
+
+/** A's first event, which opened one of A's deployments (its id is the deployment's). */
+const aDeployment = (w: World) => Math.min(...w.aEventIds)
 
 const PUBLIC_REASON = 'public: the same fixed answer for everyone, holding no account data'
 
@@ -916,6 +925,47 @@ const MATRIX: Record<string, Entry> = {
     },
   },
 
+  'GET /deployments/:id': {
+    why: 'a redirect to /deployments/<id>/; reads nothing',
+    cases: (w) =>
+      from(
+        {
+          anonymous: redirect(`/deployments/${aDeployment(w)}/`, 301),
+          bAdmin: redirect(`/deployments/${aDeployment(w)}/`, 301),
+        },
+        { url: `/deployments/${aDeployment(w)}` },
+      ),
+  },
+  'GET /deployments/:id/': {
+    why: "a deployment's page shows the caller's own account's deployments only: A's is unknown to B",
+    cases: (w) =>
+      from({ ...outsiders(false), bAdmin: status(404) }, { url: `/deployments/${aDeployment(w)}/` }),
+  },
+  'POST /deployments/:id/incident': {
+    why: "admins only, and only their own account's deployments: A's is unknown to B",
+    cases: (w) =>
+      from(
+        { ...outsiders(true), aMember: status(403), bAdmin: status(404) },
+        { url: `/deployments/${aDeployment(w)}/incident`, form: { note: 'beta-took-it' } },
+      ),
+  },
+  'POST /deployments/:id/incident/remove': {
+    why: "admins only, and only their own account's deployments: A's is unknown to B",
+    cases: (w) =>
+      from(
+        { ...outsiders(true), aMember: status(403), bAdmin: status(404) },
+        { url: `/deployments/${aDeployment(w)}/incident/remove`, form: {} },
+      ),
+  },
+  'POST /deployments/:id/fixed': {
+    why: "admins only, and only their own account's deployments: A's is unknown to B",
+    cases: (w) =>
+      from(
+        { ...outsiders(true), aMember: status(403), bAdmin: status(404) },
+        { url: `/deployments/${aDeployment(w)}/fixed`, form: { incident: String(aDeployment(w)) } },
+      ),
+  },
+
   'GET /services': {
     why: 'a redirect to /services/ keeping the query; reads nothing',
     cases: () =>
@@ -1215,6 +1265,23 @@ const MATRIX: Record<string, Entry> = {
         ),
       ]
     },
+  },
+  // ---- incident marks (issue 27): A's deployments are unknown to B, whoever asks ----
+  'POST /api/v1/deployments/:id/incident': {
+    why: "an ingest key or an admin's JSON session of the account; A's deployment is unknown to B; A's member is no admin",
+    cases: (w) =>
+      from(
+        { anonymous: status(401), bKey: status(404), bAdmin: status(404), aMember: status(403) },
+        { url: `/api/v1/deployments/${aDeployment(w)}/incident`, json: { note: 'beta-took-it' } },
+      ),
+  },
+  'DELETE /api/v1/deployments/:id/incident': {
+    why: "as marking: A's deployment is unknown to B; A's member is no admin",
+    cases: (w) =>
+      from(
+        { anonymous: status(401), bKey: status(404), bAdmin: status(404), aMember: status(403) },
+        { url: `/api/v1/deployments/${aDeployment(w)}/incident` },
+      ),
   },
   // ---- live updates (issue 12): GET /api/v1/stream ----
   // A stream that opens never ends, and inject waits for the end: a reader is shown to pass the

@@ -6,12 +6,25 @@ import type { DB } from '../../db/schema.js'
 import { characterCount, textProblem } from '../../text-rules.js'
 import { type AuditSource, recordAudit } from '../audit/log.js'
 import type { FieldError } from '../events/event.js'
-import { isWebAddress } from '../services.js'
 import { deploymentById, type Incident, toIncident } from './incident-store.js'
 import type { Deployment } from './rules.js'
 
 export const NOTE_MAX = 500
 export const LINK_MAX = 2000
+
+/**
+ * An absolute http(s) address with a host: services.ts' rule for a service's links, written again
+ * here because deployments/ and services.ts must not import each other (architecture test).
+ */
+function isWebAddress(value: string): boolean {
+  if (!/^https?:\/\//i.test(value)) return false
+  try {
+    const url = new URL(value)
+    return (url.protocol === 'http:' || url.protocol === 'https:') && url.hostname !== ''
+  } catch {
+    return false
+  }
+}
 
 /** What a form or an API body asks to set; a field left undefined keeps its stored value. */
 export interface IncidentInput {

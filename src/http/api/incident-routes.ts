@@ -72,7 +72,7 @@ const MarkAnswer = Type.Object({
   incident: IncidentSchema,
 })
 
-const PROBLEMS = problemResponses(400, 401, 403, 404, 415, 422, 429, 503)
+const PROBLEMS = problemResponses(400, 401, 403, 404, 414, 415, 422, 429, 503)
 
 /** The deployment id of the path; anything but a whole number names no deployment (404). */
 function deploymentIdOf(text: string): number {
@@ -230,7 +230,7 @@ export async function incidentRoutes(app: FastifyInstance, options: ReadOptions)
           'The deployment counts again as its outcome says (SPEC §6.2). 404 when it is unknown or not marked. Same credentials as marking. Audited.',
         security: READ_SECURITY,
         params: Params,
-        response: { 200: MarkAnswer, ...problemResponses(400, 401, 403, 404, 429, 503) },
+        response: { 200: MarkAnswer, ...problemResponses(400, 401, 403, 404, 414, 415, 429, 503) },
       },
       handler: async (request) => {
         const writer = writerOf(request)
