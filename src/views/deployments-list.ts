@@ -150,11 +150,11 @@ export function deploymentsListPage(d: DeploymentsListData): SafeHtml {
   const rows = d.rows.map(
     (r) => html`<tr data-deployment-id="${r.deployment.id}">
       <td class="mono">${r.deployment.version}</td>
-      <td>${r.deployment.service}</td>
+      <td>${r.deployment.service} <a href="${deploymentPath(r.deployment.id)}" aria-label="Deployment #${r.deployment.id}: its page and incident mark">#${r.deployment.id}</a></td>
       <td>${timeTag(r.deployment.startedAt)}</td>
       <td>${r.deployment.finishedAt === null ? '—' : timeTag(r.deployment.finishedAt)}</td>
       <td class="num">${clockSkewed(r.deployment) ? CLOCK_SKEW : formatDuration(durationMs(r.deployment))}</td>
-      <td>${outcomeLabel(r.deployment)} ${marks(r.deployment, d.incidents.has(r.deployment.id))} <a href="${deploymentPath(r.deployment.id)}" aria-label="Deployment #${r.deployment.id}: its page and incident mark">#${r.deployment.id}</a></td>
+      <td>${outcomeLabel(r.deployment)} ${marks(r.deployment, d.incidents.has(r.deployment.id))}</td>
       ${measured ? html`<td>${measuredTo(r, d.kind)}</td>` : ''}
       ${detailsCell(d.details.get(r.deployment.id))}
     </tr>`,
