@@ -105,8 +105,7 @@ function insertedRow(item: PendingEvent): Omit<EventRow, 'id'> {
     received_at: item.receivedAt,
     occurred_at: input.occurredAt ?? item.receivedAt,
     commit_time: input.commitTime,
-    guardrails:
-      item.guardrails === undefined || item.guardrails.length === 0 ? null : item.guardrails.join(','),
+    guardrails: item.guardrails === undefined || item.guardrails.length === 0 ? null : item.guardrails.join(','),
     override_reason: input.overrideReason ?? null,
   }
 }
