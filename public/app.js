@@ -45,6 +45,25 @@ for (const el of document.querySelectorAll('time[data-local]')) {
   const at = new Date(el.getAttribute('datetime'))
   if (!Number.isNaN(at.getTime())) el.textContent = formatter.format(at)
 }
+// The end of a lock or freeze, short: "Mon 08:00" within six days, else "24 Dec 18:00", in this zone.
+const weekdayTime = new Intl.DateTimeFormat(undefined, {
+  weekday: 'short',
+  hour: '2-digit',
+  minute: '2-digit',
+})
+const dateTime = new Intl.DateTimeFormat(undefined, {
+  day: 'numeric',
+  month: 'short',
+  hour: '2-digit',
+  minute: '2-digit',
+})
+for (const el of document.querySelectorAll('time[data-local-short]')) {
+  const at = new Date(el.getAttribute('datetime'))
+  if (Number.isNaN(at.getTime())) continue
+  const near = Math.abs(at.getTime() - Date.now()) < 6 * 86_400_000
+  el.textContent = (near ? weekdayTime : dateTime).format(at)
+  el.title = `${formatter.format(at)} (${el.title})`
+}
 
 // Copy buttons: data-copy names the element whose text is copied.
 for (const button of document.querySelectorAll('button[data-copy]')) {

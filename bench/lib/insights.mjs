@@ -9,6 +9,12 @@ import { join } from 'node:path'
 import SqliteDatabase from 'better-sqlite3'
 import pg from 'pg'
 import { runNode, startServer } from './children.mjs'
+import {
+  CHECK_TARGET_MS,
+  checkCases,
+  seedGuardrailsPostgres,
+  seedGuardrailsSqlite,
+} from './guardrails-seed.mjs'
 import { closeSession, login, timedGet } from './http.mjs'
 import { benchAccountEnv, countLabel, EMAIL, loadAverage, PASSWORD } from './reads.mjs'
 import { mix } from './seed.mjs'
@@ -350,6 +356,8 @@ async function oneDatabase(o, dialect, label, derivations, pageRows) {
       if (metaFile) writeFileSync(metaFile, JSON.stringify({ endMs, secret: env.SHIPLOG_SECRET, derived }))
     }
     if (o.deriveOnly) return
+    if (dialect === 'sqlite') seedGuardrailsSqlite(databaseUrl.slice('sqlite:'.length), serviceName(42))
+    else await seedGuardrailsPostgres(databaseUrl, serviceName(42))
 
     const server = await startServer({
       name: `shiplog serve (${label} insights)`,
@@ -406,6 +414,7 @@ async function oneDatabase(o, dialect, label, derivations, pageRows) {
             expect: ['prod'],
             cold: true,
           },
+          ...checkCases(serviceName).map((c) => ({ ...c, targetMs: CHECK_TARGET_MS })),
         ]
         const forget = await generationMover(dialect, databaseUrl)
         for (const c of cases) {
@@ -506,6 +515,7 @@ async function measure(session, c, o, scenario, target, server) {
   return {
     scenario,
     target,
+    targetMs: c.targetMs ?? PAGE_TARGET_MS,
     path: c.path,
     requests: times.length,
     p50: percentile(sorted, 50),

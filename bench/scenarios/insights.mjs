@@ -53,7 +53,8 @@ export const insightsHeader = [
   'max ms',
   'server CPU ms/req',
   'load',
-  `p95 <= ${PAGE_TARGET_MS} ms`,
+  'p95 target ms',
+  'p95 target',
 ]
 export const insightsTable = (insights) =>
   (insights?.pageRows ?? []).map((r) => [
@@ -64,12 +65,13 @@ export const insightsTable = (insights) =>
     num(r.max, 1),
     num(r.cpuMs, 1),
     num(r.load, 1),
+    r.scenario.endsWith(', cold') ? '-' : num(r.targetMs ?? PAGE_TARGET_MS),
     // The cold cases show what a page costs while events keep arriving; the target is the others'.
     r.p95 === null
       ? '-'
       : r.scenario.endsWith(', cold')
         ? 'no target'
-        : r.p95 <= PAGE_TARGET_MS
+        : r.p95 <= (r.targetMs ?? PAGE_TARGET_MS)
           ? 'met'
           : 'NOT met',
   ])

@@ -7,7 +7,7 @@ import { parseArgs } from 'node:util'
 
 export const VERSION = '0.1.0'
 
-const EXIT = { recorded: 0, usage: 2, rejected: 3, unreachable: 4 } as const
+const EXIT = { recorded: 0, usage: 2, rejected: 3, unreachable: 4, notAllowed: 5 } as const
 
 const HELP = `Usage: shiplog-deploy [options] <API_KEY> <app> <env> <version> <status>
 
@@ -30,6 +30,12 @@ Options:
                        At most 5 minutes ahead; the server bounds how far back
   --commit-time TIME   when the deployed commit was made (same form): lead time
                        runs from it
+  --check              ask the guardrails first (locks, freezes, bad versions, promotion
+                       rules); when not allowed, print each reason on stderr (rule, message,
+                       until when) and exit 5 without recording. The key needs the read scope
+  --force --reason TEXT
+                       record anyway; the reason (at most 500 characters) is stored with the
+                       event and audited. With --check it is sent only when the check says no
   -h, --help           show this help
   -v, --version        print the version
 
@@ -39,12 +45,16 @@ Environment:
   SHIPLOG_DEPLOY_URL, SHIPLOG_DEPLOY_COMMIT, SHIPLOG_DEPLOY_DESCRIPTION, SHIPLOG_DEPLOY_DEPLOYER,
   SHIPLOG_DEPLOY_AT, SHIPLOG_DEPLOY_COMMIT_TIME
                     defaults for the options of the same names
+  SHIPLOG_CHECK=1   as --check (0 or empty: off)
+  SHIPLOG_FORCE_REASON=TEXT
+                    as --force --reason TEXT; how the container image takes them, e.g.
+                    docker run -e SHIPLOG_CHECK=1 IMAGE:1 KEY App1 Prod 1.0.3 Deployed
 
 Network errors, 5xx and 429 answers are retried with backoff (honouring Retry-After) under one
 Idempotency-Key, so a retry never records the event twice.
 
 Exit codes: 0 recorded, 2 usage error, 3 rejected by the server (its message is shown),
-            4 server unreachable after retries.`
+            4 server unreachable after retries, 5 not allowed by a guardrail (--check).`
 
 /** Everything the command reads from outside, so tests can drive it without a process. */
 export interface DeployEnvironment {
@@ -65,40 +75,30 @@ interface Invocation {
   key: string
   body: Record<string, string>
   timeoutMs: number
+  /** Ask GET /api/v1/check first (--check, SHIPLOG_CHECK). */
+  check: boolean
+  /** Record even when a guardrail says no, with this reason (--force --reason, SHIPLOG_FORCE_REASON). */
+  forceReason: string | null
 }
 
+const OPTIONS = {
+  url: { type: 'string' },
+  commit: { type: 'string' },
+  description: { type: 'string' },
+  deployer: { type: 'string' },
+  at: { type: 'string' },
+  'commit-time': { type: 'string' },
+  check: { type: 'boolean' },
+  force: { type: 'boolean' },
+  reason: { type: 'string' },
+  help: { type: 'boolean', short: 'h' },
+  version: { type: 'boolean', short: 'v' },
+} as const
+
 function parseInvocation(e: DeployEnvironment): Invocation | 'help' | 'version' {
-  let parsed: ReturnType<
-    typeof parseArgs<{
-      options: {
-        url: { type: 'string' }
-        commit: { type: 'string' }
-        description: { type: 'string' }
-        deployer: { type: 'string' }
-        at: { type: 'string' }
-        'commit-time': { type: 'string' }
-        help: { type: 'boolean'; short: 'h' }
-        version: { type: 'boolean'; short: 'v' }
-      }
-      allowPositionals: true
-    }>
-  >
+  let parsed: ReturnType<typeof parseArgs<{ options: typeof OPTIONS; allowPositionals: true }>>
   try {
-    parsed = parseArgs({
-      args: e.argv,
-      options: {
-        url: { type: 'string' },
-        commit: { type: 'string' },
-        description: { type: 'string' },
-        deployer: { type: 'string' },
-        at: { type: 'string' },
-        'commit-time': { type: 'string' },
-        help: { type: 'boolean', short: 'h' },
-        version: { type: 'boolean', short: 'v' },
-      },
-      allowPositionals: true,
-      strict: true,
-    })
+    parsed = parseArgs({ args: e.argv, options: OPTIONS, allowPositionals: true, strict: true })
   } catch (err) {
     // parseArgs quotes the offending argument; it could be the key, so say only what kind of mistake.
     const code = (err as NodeJS.ErrnoException).code
@@ -169,7 +169,31 @@ function parseInvocation(e: DeployEnvironment): Invocation | 'help' | 'version' 
   const commitTime = pick(values['commit-time'], e.env.SHIPLOG_DEPLOY_COMMIT_TIME)
   if (at) body.occurred_at = at.trim()
   if (commitTime) body.commit_time = commitTime.trim()
-  return { server, key, body, timeoutMs: timeoutSeconds * 1000 }
+  // SHIPLOG_CHECK is a switch: unset or empty is off; a value that is neither on nor off is refused.
+  const checkText = (e.env.SHIPLOG_CHECK ?? '').trim().toLowerCase()
+  if (!/^(|0|1|true|false|yes|no|on|off)$/.test(checkText))
+    throw new UsageError('SHIPLOG_CHECK must be 1 or 0')
+  const check = values.check === true || /^(1|true|yes|on)$/.test(checkText)
+  const envReason = pick(e.env.SHIPLOG_FORCE_REASON)
+  if (values.force && pick(values.reason) === undefined && envReason === undefined) {
+    throw new UsageError('--force needs --reason "why" (the reason is stored with the event and audited)')
+  }
+  if (values.reason !== undefined && !values.force) throw new UsageError('--reason goes with --force')
+  const forceReason = values.force ? (pick(values.reason) ?? envReason) : envReason
+  const reason = forceReason?.trim() ?? null
+  // Without --check the server's verdict is unknown: the reason goes with the event as given.
+  if (reason !== null && !check) body.override_reason = reason
+  return { server, key, body, timeoutMs: timeoutSeconds * 1000, check, forceReason: reason }
+}
+
+/** A JSON object's fields, or null when the text is not one. */
+function jsonObject(text: string): Record<string, unknown> | null {
+  try {
+    const v: unknown = JSON.parse(text)
+    return typeof v === 'object' && v !== null && !Array.isArray(v) ? (v as Record<string, unknown>) : null
+  } catch {
+    return null
+  }
 }
 
 /** Milliseconds a Retry-After header asks for (seconds or an HTTP date), if it is readable. */
@@ -181,15 +205,16 @@ export function retryAfterMs(header: string | null, now: number): number | undef
 }
 
 interface Problem {
+  type?: string
   title?: string
   detail?: string
   errors?: Array<{ field?: string; message?: string }>
 }
 
-function describeRejection(status: number, text: string): string {
-  let message = `server refused the event (HTTP ${status})`
-  try {
-    const problem = JSON.parse(text) as Problem
+function describeRejection(status: number, text: string, what = 'the event'): string {
+  let message = `server refused ${what} (HTTP ${status})`
+  const problem = jsonObject(text) as Problem | null
+  if (problem) {
     const detail = problem.detail ?? problem.title
     if (detail) message += `: ${detail}`
     // With one bad field the detail is that field's message: list only what it does not already say.
@@ -199,9 +224,7 @@ function describeRejection(status: number, text: string): string {
       listed.add(err.message)
       message += `\n  - ${err.message}`
     }
-  } catch {
-    if (text.trim()) message += `: ${text.trim().slice(0, 300)}`
-  }
+  } else if (text.trim()) message += `: ${text.trim().slice(0, 300)}`
   return message
 }
 
@@ -210,22 +233,76 @@ function describeRejection(status: number, text: string): string {
  * canonical spelling), so the log shows what Shiplog will show. What was sent stands in for any
  * value a non-standard 2xx body lacks.
  */
-function describeRecorded(text: string, sent: Record<string, string>): string {
-  let stored: Record<string, unknown> = {}
-  try {
-    const parsed: unknown = JSON.parse(text)
-    if (typeof parsed === 'object' && parsed !== null && !Array.isArray(parsed)) {
-      stored = parsed as Record<string, unknown>
-    }
-  } catch {
-    // A 2xx is success even if the body is not the usual JSON.
-  }
+function describeRecorded(stored: Record<string, unknown>, sent: Record<string, string>): string {
   const value = (name: string) => {
     const v = stored[name]
     return typeof v === 'string' && v !== '' ? v : (sent[name] ?? '')
   }
   const id = typeof stored.id === 'number' ? ` ${stored.id}` : ''
   return `recorded event${id}: ${value('service')} ${value('version')} ${value('status')} in ${value('environment')}`
+}
+
+/**
+ * One request, retried on network errors, 5xx and 429 until SHIPLOG_TIMEOUT is spent: the first
+ * other answer, or null once the time is up (said on stderr).
+ */
+async function exchange(
+  e: DeployEnvironment,
+  warn: (line: string) => void,
+  timeoutMs: number,
+  what: string,
+  endpoint: URL,
+  init: RequestInit,
+): Promise<{ status: number; text: string } | null> {
+  const started = e.now()
+  const deadline = started + timeoutMs
+  let attempt = 0
+  let lastProblem = 'no attempt was made'
+  for (;;) {
+    attempt++
+    const controller = new AbortController()
+    const timer = setTimeout(() => controller.abort(), Math.max(1000, Math.min(deadline - e.now(), 10_000)))
+    let waitHint: number | undefined
+    try {
+      const res = await e.fetch(endpoint, { ...init, signal: controller.signal, redirect: 'error' })
+      const text = await res.text()
+      if (res.status !== 429 && res.status < 500) return { status: res.status, text }
+      lastProblem = `HTTP ${res.status}`
+      waitHint = retryAfterMs(res.headers.get('retry-after'), e.now())
+    } catch (err) {
+      const cause = (err as { cause?: { code?: string; message?: string } }).cause
+      lastProblem =
+        (err as Error).name === 'AbortError'
+          ? 'no answer in time'
+          : (cause?.code ?? cause?.message ?? (err as Error).message)
+    } finally {
+      clearTimeout(timer)
+    }
+    // Never past the deadline: the last attempt is made when the time is up.
+    const left = deadline - e.now()
+    const backoff = Math.min(8000, 250 * 2 ** (attempt - 1)) * (0.5 + e.random() / 2)
+    if (left <= 0 || (waitHint !== undefined && waitHint > left)) {
+      const spent = ((e.now() - started) / 1000).toFixed(1)
+      warn(
+        `could not ${what} at ${endpoint.origin}: ${attempt} attempt${attempt === 1 ? '' : 's'} ` +
+          `in ${spent} s (SHIPLOG_TIMEOUT=${Math.round(timeoutMs / 1000)}), last: ${lastProblem}`,
+      )
+      return null
+    }
+    const wait = Math.min(Math.max(backoff, waitHint ?? 0), left)
+    warn(`attempt ${attempt} failed (${lastProblem}); retrying in ${(wait / 1000).toFixed(1)} s`)
+    await e.sleep(wait)
+  }
+}
+
+type Reason = { rule?: string; message?: string; until?: string | null }
+
+function describeCheckRefusal(status: number, text: string): string {
+  const type = String(jsonObject(text)?.type ?? '')
+  if (status === 403 && type.endsWith('insufficient-scope')) {
+    return '--check needs a key with the read scope (this key may only record events): create one with the scopes ingest and read (Settings, or `shiplog keys create … --scope ingest,read`), or leave out --check / SHIPLOG_CHECK'
+  }
+  return describeRejection(status, text, 'the guardrail check')
 }
 
 export async function runDeploy(e: DeployEnvironment): Promise<number> {
@@ -253,70 +330,52 @@ export async function runDeploy(e: DeployEnvironment): Promise<number> {
   const { server, key, body, timeoutMs } = invocation
   // Every line to stderr goes through here, so nothing the server or the network says can echo the key.
   const warn = (line: string) => e.stderr(`shiplog-deploy: ${line}`.replaceAll(key, '***'))
-  const endpoint = new URL('deploy', server.href.endsWith('/') ? server.href : `${server.href}/`)
-  const idempotencyKey = randomUUID()
-  const started = e.now()
-  const deadline = started + timeoutMs
-  let attempt = 0
-  let lastProblem = 'no attempt was made'
+  const base = server.href.endsWith('/') ? server.href : `${server.href}/`
+  const headers = { 'x-api-key': key, 'user-agent': `shiplog-deploy/${VERSION}` }
 
-  for (;;) {
-    attempt++
-    const controller = new AbortController()
-    const timer = setTimeout(() => controller.abort(), Math.max(1000, Math.min(deadline - e.now(), 10_000)))
-    let waitHint: number | undefined
-    try {
-      const res = await e.fetch(endpoint, {
-        method: 'POST',
-        headers: {
-          'content-type': 'application/json',
-          'x-api-key': key,
-          'idempotency-key': idempotencyKey,
-          'user-agent': `shiplog-deploy/${VERSION}`,
-        },
-        body: JSON.stringify(body),
-        signal: controller.signal,
-        redirect: 'error',
-      })
-      const text = await res.text()
-      if (res.status === 200 || res.status === 201) {
-        e.stdout(describeRecorded(text, body))
-        return EXIT.recorded
-      }
-      if (res.status === 429 || res.status >= 500) {
-        lastProblem = `HTTP ${res.status}`
-        waitHint = retryAfterMs(res.headers.get('retry-after'), e.now())
-      } else {
-        warn(describeRejection(res.status, text))
-        return EXIT.rejected
-      }
-    } catch (err) {
-      const cause = (err as { cause?: { code?: string; message?: string } }).cause
-      lastProblem =
-        (err as Error).name === 'AbortError'
-          ? 'no answer in time'
-          : (cause?.code ?? cause?.message ?? (err as Error).message)
-    } finally {
-      clearTimeout(timer)
+  if (invocation.check) {
+    const asked = new URL('api/v1/check', base)
+    const names = Object.entries(body).filter(([name]) =>
+      ['service', 'environment', 'version'].includes(name),
+    )
+    asked.search = new URLSearchParams(names).toString()
+    const answer = await exchange(e, warn, timeoutMs, 'ask the guardrail check', asked, { headers })
+    if (answer === null) return EXIT.unreachable
+    const verdict = answer.status === 200 ? jsonObject(answer.text) : null
+    if (typeof verdict?.allowed !== 'boolean') {
+      warn(describeCheckRefusal(answer.status, answer.text))
+      return EXIT.rejected
     }
-
-    // Exponential backoff with jitter, at least what Retry-After asks for, and never past the
-    // deadline: the last attempt is made when the time is up.
-    const left = deadline - e.now()
-    const backoff = Math.min(8000, 250 * 2 ** (attempt - 1)) * (0.5 + e.random() / 2)
-    const wanted = Math.max(backoff, waitHint ?? 0)
-    if (left <= 0 || (waitHint !== undefined && waitHint > left)) {
-      const spent = ((e.now() - started) / 1000).toFixed(1)
-      warn(
-        `could not record the event at ${endpoint.origin}: ${attempt} attempt${attempt === 1 ? '' : 's'} ` +
-          `in ${spent} s (SHIPLOG_TIMEOUT=${Math.round(timeoutMs / 1000)}), last: ${lastProblem}`,
-      )
-      return EXIT.unreachable
+    if (!verdict.allowed) {
+      const reasons = (Array.isArray(verdict.reasons) ? verdict.reasons : []) as Reason[]
+      warn(`${body.service} ${body.version} may not be deployed to ${body.environment} now:`)
+      for (const r of reasons) warn(`${r.rule}: ${r.message} (until ${r.until ?? 'lifted'})`)
+      if (invocation.forceReason === null) {
+        warn('nothing was recorded; to record anyway: --force --reason "why" (or SHIPLOG_FORCE_REASON)')
+        return EXIT.notAllowed
+      }
+      warn(`recording anyway (--force): ${invocation.forceReason}`)
+      body.override_reason = invocation.forceReason
     }
-    const wait = Math.min(wanted, left)
-    warn(`attempt ${attempt} failed (${lastProblem}); retrying in ${(wait / 1000).toFixed(1)} s`)
-    await e.sleep(wait)
   }
+
+  const endpoint = new URL('deploy', base)
+  const answer = await exchange(e, warn, timeoutMs, 'record the event', endpoint, {
+    method: 'POST',
+    headers: { ...headers, 'content-type': 'application/json', 'idempotency-key': randomUUID() },
+    body: JSON.stringify(body),
+  })
+  if (answer === null) return EXIT.unreachable
+  if (answer.status !== 200 && answer.status !== 201) {
+    warn(describeRejection(answer.status, answer.text))
+    return EXIT.rejected
+  }
+  // A 2xx is success even if the body is not the usual JSON.
+  const stored = jsonObject(answer.text) ?? {}
+  e.stdout(describeRecorded(stored, body))
+  const broken = Array.isArray(stored.guardrails) ? stored.guardrails.join(', ') : ''
+  if (broken) warn(`recorded although it broke: ${broken} (shown in Shiplog)`)
+  return EXIT.recorded
 }
 
 /** The real process's streams, network and clock. */

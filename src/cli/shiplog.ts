@@ -1,5 +1,5 @@
 // The operator command: its help, and which module runs each command (users.ts, keys.ts,
-// webhooks.ts, names.ts, ops-*.ts…); serve, deployments rebuild and verify are run here.
+// webhooks.ts, names.ts, guardrails.ts, ops-*.ts…); serve, deployments rebuild and verify are run here.
 import { readFileSync } from 'node:fs'
 import { parseArgs } from 'node:util'
 import { loadConfig } from '../config.js'
@@ -8,6 +8,7 @@ import { counted } from '../domain/plural.js'
 import { PACKAGE_JSON } from '../paths.js'
 import { serveUntilSignalled } from '../server.js'
 import { CliError, reportFailure, withDatabase } from './common.js'
+import { GUARDRAILS_USAGE, guardrailsCommand, guardrailsHelp, isGuardrailsCommand } from './guardrails.js'
 import { importCommand } from './import.js'
 import { keysCreate, keysList, keysRevoke } from './keys.js'
 import { migrate } from './migrate-command.js'
@@ -66,6 +67,7 @@ Commands:
                                      exit 0 only when intact
 ${OPS_USAGE}
 ${NAMES_USAGE}
+${GUARDRAILS_USAGE}
 
 Configuration comes from the environment: PORT, HOST, DATABASE_URL (default
 sqlite:./data/shiplog.db), SHIPLOG_SECRET, SHIPLOG_PUBLIC_URL, LOG_LEVEL, REDIS_URL,
@@ -128,7 +130,7 @@ export async function main(argv: string[]): Promise<number> {
   }
   const wantsHelp = argv.includes('--help') || argv.includes('-h')
   if (wantsHelp) {
-    process.stdout.write(`${USAGE}\n`)
+    process.stdout.write(`${guardrailsHelp(command, sub) ?? USAGE}\n`)
     return 0
   }
   try {
@@ -152,6 +154,7 @@ export async function main(argv: string[]): Promise<number> {
     else if (command === 'backup') return await backupCommand(argv.slice(1))
     else if (command === 'retention') return await retentionCommand(sub, rest)
     else if (command === 'doctor') return await doctorCommand(argv.slice(1))
+    else if (isGuardrailsCommand(command, sub)) return await guardrailsCommand(command, sub, rest)
     else if (command === 'services' || command === 'env') return await namesCommand(command, sub, rest)
     else throw new CliError(`unknown command "${argv.slice(0, 2).join(' ')}" (see shiplog --help)`, 2)
     return 0

@@ -30,6 +30,7 @@ export const events = fp(
     })
     await app.register(ingestRoutes, {
       writer,
+      guardrails: app.guardrails,
       outages: outageLogFor(database),
       verifier: app.keyVerifier,
       usage: app.keyUsage,
@@ -38,5 +39,5 @@ export const events = fp(
       maxEventAgeDays: config.maxEventAgeDays,
     })
   },
-  { name: 'events', dependencies: ['platform', 'metrics', 'keys'] },
+  { name: 'events', dependencies: ['platform', 'metrics', 'keys', 'guardrails'] },
 )

@@ -1,5 +1,6 @@
-// The read API: /api/v1/events, /deployments, /services and /metrics, and the original interface's
-// GET|POST /get and /get/logs, for a key with the read scope (or, under /api/v1/, a session).
+// The read API: /api/v1/events, /deployments, /services, /metrics and /check, and the original
+// interface's GET|POST /get and /get/logs, for a key with the read scope (or, under /api/v1/, a
+// session).
 import type { FastifyInstance } from 'fastify'
 import fp from 'fastify-plugin'
 import { getRoutes } from '../http/api/get-routes.js'

@@ -1,10 +1,12 @@
 // The board /services/: services × environments, what runs where, what needs attention, drift;
 // a table on a desktop and a card per service on a phone.
+import { type BoardGuards, type CellGuard, cellKey, NO_BOARD_GUARDS } from '../domain/board/guard-marks.js'
 import type { Alert, BoardEntry, BoardRow, Drift } from '../domain/board/rows.js'
 import type { FieldError } from '../domain/events/event.js'
 import { readInstant } from '../domain/instants.js'
 import { counted } from '../domain/plural.js'
 import type { SessionUser } from '../domain/sessions.js'
+import { badMarkHtml, environmentMarks, flagMark, guardNotice, lockMark } from './guard-marks.js'
 import { html, type SafeHtml } from './html.js'
 import { layout, timeTag } from './layout.js'
 
@@ -13,6 +15,8 @@ export interface BoardPageData {
   csrfToken: string
   environments: string[]
   rows: BoardRow[]
+  /** Guardrail marks of the columns and cells shown (locks and freezes only on the board of now). */
+  guards: BoardGuards
   /** The instant shown when it is not now. */
   at: number | null
   /** The "As it was at" field: the text as typed, the zone it was read in (else UTC), why it was refused. */
@@ -135,19 +139,32 @@ class CellRenderer {
     return html`<div class="alert ${alert.outcome}"><span class="state ${alert.outcome}">${ALERT_LABELS[alert.outcome]}</span> <span class="mono">${alert.version}</span> <span class="hint">started ${this.since(alert.startedAt)}</span></div>`
   }
 
-  body(entry: BoardEntry | null): SafeHtml {
+  /**
+   * A cell's guardrail marks: a lock on the service alone, a version marked bad, a deployment that
+   * broke a guardrail. A mark about another version than the one running names it.
+   */
+  guard(entry: BoardEntry, guard: CellGuard): SafeHtml {
+    const other = (version: string) => (version === entry.version ? null : version)
+    return html`<div class="guards">${guard.locks.map((l) => lockMark(l, this.now))}${guard.bad.map((b) => badMarkHtml(b.mark, other(b.version)))}${guard.flagged.map((f) => flagMark(f.flags, f.latest ? other(f.version) : null))}</div>`
+  }
+
+  body(entry: BoardEntry | null, guard: CellGuard | undefined): SafeHtml {
     if (!entry) return html`<span class="none" aria-label="nothing deployed">—</span>`
     const running =
       entry.version === null
         ? html`<span class="hint">nothing running yet</span>`
         : html`<div class="running">${this.version(entry.version)}${entry.drift ? this.drift(entry.drift) : ''}</div><div class="hint">${entry.since === null ? '' : this.since(entry.since)}${entry.sender ? this.sender(entry.sender) : ''}</div>`
-    return entry.alert ? html`${running}${this.alert(entry.alert)}` : running
+    const marks = guard ? this.guard(entry, guard) : ''
+    return entry.alert ? html`${running}${this.alert(entry.alert)}${marks}` : html`${running}${marks}`
   }
 }
 
-function cellClass(entry: BoardEntry | null): string {
+function cellClass(entry: BoardEntry | null, guard: CellGuard | undefined): string {
   if (!entry) return 'cell empty-cell'
-  return entry.alert ? `cell attention ${entry.alert.outcome}` : 'cell'
+  const guarded = guard
+    ? ` guarded${guard.locks.length > 0 ? ' locked' : ''}${guard.bad.length > 0 ? ' bad' : ''}`
+    : ''
+  return entry.alert ? `cell attention ${entry.alert.outcome}${guarded}` : `cell${guarded}`
 }
 
 /** The opening of each column's cell, escaped once: `<td class="cell" data-environment="prod">`. */
@@ -158,16 +175,23 @@ function openings(environments: readonly string[]) {
   }))
 }
 
-function rowHtml(row: BoardRow, cells: CellRenderer, opening: ReturnType<typeof openings>): SafeHtml {
+function rowHtml(
+  row: BoardRow,
+  cells: CellRenderer,
+  opening: ReturnType<typeof openings>,
+  guards: BoardGuards,
+): SafeHtml {
+  const noGuards = guards.cells.size === 0
   return html`<tr data-service="${row.service}"><th scope="row" class="service-col"><a href="${servicePath(row.service)}" title="${row.service}">${row.service}</a>${row.team ? html`<div class="hint">${row.team}</div>` : ''}</th>${row.entries.map(
     (entry, i) => {
       const open = opening[i]
-      const cls = cellClass(entry)
+      const guard = noGuards || !entry ? undefined : guards.cells.get(cellKey(row.service, entry.environment))
+      const cls = cellClass(entry, guard)
       const td =
         open && cls === 'cell'
           ? open.plain
           : html`<td class="${cls}" data-environment="${open?.environment ?? ''}">`
-      return html`${td}${cells.body(entry)}</td>`
+      return html`${td}${cells.body(entry, guard)}</td>`
     },
   )}</tr>
 `
@@ -177,19 +201,31 @@ function rowHtml(row: BoardRow, cells: CellRenderer, opening: ReturnType<typeof 
  * One row of the board as the page draws it (the live board fetches it when a deployment there
  * changes, so the sender and the drift marks of the whole row are the server's).
  */
-export function boardRowHtml(row: BoardRow, environments: readonly string[], now: number): SafeHtml {
-  return rowHtml(row, new CellRenderer(now), openings(environments))
+export function boardRowHtml(
+  row: BoardRow,
+  environments: readonly string[],
+  now: number,
+  guards: BoardGuards = NO_BOARD_GUARDS,
+): SafeHtml {
+  return rowHtml(row, new CellRenderer(now), openings(environments), guards)
 }
 
 function table(d: BoardPageData): SafeHtml {
   // "5 min ago" counts back from the instant shown: the board as it was then, read as it was then.
   const cells = new CellRenderer(d.at ?? d.now)
   const opening = openings(d.environments)
+  const columns = d.guards.columns
+  const heading = (e: string) => {
+    const guard = columns.get(e)
+    return guard
+      ? html`<th scope="col" class="guarded-col">${e}${environmentMarks(guard, d.now)}</th>`
+      : html`<th scope="col">${e}</th>`
+  }
   // Live updates (public/app.js) only for the board as it is now, not as it was at an instant.
-  return html`<div class="live-bar" role="status" hidden></div><div class="table-wrap board-wrap" ${d.at === null ? html`data-live-board` : html`data-relative-base="${new Date(d.at).toISOString()}"`}><table class="board">
+  return html`${guardNotice([...columns.values()], [], d.now, { id: 'board-guards', heading: 'Locked and frozen now', className: 'phone-only' })}<div class="live-bar" role="status" hidden></div><div class="table-wrap board-wrap" ${d.at === null ? html`data-live-board` : html`data-relative-base="${new Date(d.at).toISOString()}"`}><table class="board">
     <caption class="sr-only">What runs where: services by environment</caption>
-    <thead><tr><th scope="col" class="service-col">Service</th>${d.environments.map((e) => html`<th scope="col">${e}</th>`)}</tr></thead>
-    <tbody>${d.rows.map((row) => rowHtml(row, cells, opening))}</tbody>
+    <thead><tr><th scope="col" class="service-col">Service</th>${d.environments.map(heading)}</tr></thead>
+    <tbody>${d.rows.map((row) => rowHtml(row, cells, opening, d.guards))}</tbody>
   </table></div>`
 }
 

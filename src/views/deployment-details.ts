@@ -8,7 +8,9 @@ import { html, type SafeHtml } from './html.js'
 const SHORT_COMMIT = 12
 
 export function detailsCell(details: DeploymentDetails | undefined): SafeHtml {
-  if (!details) return html`<td class="details"></td>`
+  // Flags alone (details.flags) are shown beside the outcome, not here: the cell stays empty.
+  if (!details || (details.commit === null && details.url === null && details.description === null))
+    return html`<td class="details"></td>`
   const { commit, url, description } = details
   const parts: SafeHtml[] = []
   if (commit !== null) {

@@ -1,11 +1,13 @@
 // The deployments behind one insights figure: version, service, start, finish, duration, outcome,
-// rollback marks and, for measured figures, the value and what it was measured to (cards on a phone).
+// rollback marks, the guardrails it broke when recorded and, for measured figures, the value and
+// what it was measured to (cards on a phone).
 import type { DeploymentDetails } from '../domain/deployments/details.js'
 import type { ListedDeployment, ListKind } from '../domain/deployments/insights.js'
 import { clockSkewed, type Deployment, durationMs } from '../domain/deployments/rules.js'
 import type { SessionUser } from '../domain/sessions.js'
 import { detailsCell } from './deployment-details.js'
 import { CLOCK_SKEW, formatDuration } from './duration.js'
+import { flagMark } from './guard-marks.js'
 import { html, type SafeHtml } from './html.js'
 import { layout, timeTag } from './layout.js'
 
@@ -124,6 +126,11 @@ function marks(d: Deployment, incident: boolean): SafeHtml[] {
   return out
 }
 
+/** What the deployment broke when it was recorded, and the override reason (SPEC §11). */
+function flagged(details: DeploymentDetails | undefined): SafeHtml | string {
+  return details?.flags ? flagMark(details.flags) : ''
+}
+
 function measuredTo(row: ListedDeployment, kind: ListKind): SafeHtml | string {
   if (row.unrestored) return html`<span class="mark">not restored yet</span>`
   if (!row.measured) return ''
@@ -154,7 +161,7 @@ export function deploymentsListPage(d: DeploymentsListData): SafeHtml {
       <td>${timeTag(r.deployment.startedAt)}</td>
       <td>${r.deployment.finishedAt === null ? '—' : timeTag(r.deployment.finishedAt)}</td>
       <td class="num">${clockSkewed(r.deployment) ? CLOCK_SKEW : formatDuration(durationMs(r.deployment))}</td>
-      <td>${outcomeLabel(r.deployment)} ${marks(r.deployment, d.incidents.has(r.deployment.id))}</td>
+      <td>${outcomeLabel(r.deployment)} ${marks(r.deployment, d.incidents.has(r.deployment.id))}${flagged(d.details.get(r.deployment.id))}</td>
       ${measured ? html`<td>${measuredTo(r, d.kind)}</td>` : ''}
       ${detailsCell(d.details.get(r.deployment.id))}
     </tr>`,

@@ -247,6 +247,8 @@ export function settingsPage(d: SettingsPageData): SafeHtml {
       ${snippets(d.baseUrl, d.deployImage)}
       <h2>Webhooks</h2>
       <p><a href="/settings/webhooks/">Webhooks</a>: send deployments to Slack, Grafana or your own service.</p>
+      <h2>Guardrails</h2>
+      <p><a href="/settings/guardrails/">Guardrails</a>: locks, freeze windows, promotion rules and bad versions, which pipelines check before they deploy.</p>
       ${
         isAdmin
           ? html`<h2>Audit log</h2>

@@ -9,6 +9,7 @@ import { parseDocument } from 'yaml'
 import { parseDatabaseUrl } from '../../src/config.js'
 import { type Database, openDatabase } from '../../src/db/connect.js'
 import type { EventRow } from '../../src/db/schema.js'
+import { createApiKey } from '../../src/domain/keys.js'
 import { addTenant, type Cleanup, freshDatabaseUrl, type Tenant } from '../helper.js'
 import {
   assertBuilt,
@@ -706,7 +707,7 @@ function loadAction(): Record<string, unknown> {
 }
 
 /** The optional inputs, named as the event fields they fill. */
-const OPTIONAL_INPUTS = ['url', 'description', 'commit-time'] as const
+const OPTIONAL_INPUTS = ['url', 'description', 'commit-time', 'check', 'force-reason'] as const
 const isOptionalInput = (value: string | undefined): value is (typeof OPTIONAL_INPUTS)[number] =>
   OPTIONAL_INPUTS.some((name) => name === value)
 
@@ -734,6 +735,9 @@ test(
     )
     const env = record(runs.env, 'runs.env')
     assert.equal(env.SHIPLOG_URL, `\${{ inputs.server-url }}`)
+    // The guardrail inputs reach the wrapper as the variables its --help names (SPEC §11).
+    assert.equal(env.SHIPLOG_CHECK, `\${{ inputs.check }}`)
+    assert.equal(env.SHIPLOG_FORCE_REASON, `\${{ inputs.force-reason }}`)
     // Every input an expression refers to is declared.
     const text = readRepoFile('action.yml')
     for (const match of text.matchAll(/\$\{\{\s*inputs\.([A-Za-z0-9_-]+)\s*\}\}/g)) {
@@ -755,6 +759,9 @@ test(
       url: 'https://ci.example.com/run/42',
       description: 'canary at 5%',
       'commit-time': commitTime,
+      // The guardrail check, with nothing set to stop it: the event is recorded as usual.
+      check: 'true',
+      'force-reason': 'approved by the on-call lead',
     }
     // What each input is stored as: its column, and the value read back.
     const stored = {
@@ -762,6 +769,10 @@ test(
       description: (row: EventRow) => row.description,
       'commit-time': (row: EventRow) =>
         row.commit_time === null ? null : new Date(Number(row.commit_time)).toISOString(),
+      // The check leaves no mark of its own on an event it allows.
+      check: () => null,
+      // With the check on, the reason goes only with an event the check refused, so none here.
+      'force-reason': (row: EventRow) => row.override_reason,
     }
     const optional = Object.entries(env)
       .filter(([name]) => name !== 'SHIPLOG_URL')
@@ -776,7 +787,13 @@ test(
       })
     assert.ok(optional.length > 0)
     const { file, root } = stageDeployFile(t)
-    const { key } = fx().tenant
+    // The check input asks GET /api/v1/check, which needs the read scope too.
+    const { key } = await createApiKey(fx().database.db, {
+      accountId: fx().tenant.account.id,
+      name: 'action',
+      createdBy: 'test',
+      scopes: ['ingest', 'read'],
+    })
     for (const withValues of [true, false]) {
       const service = withValues ? 'action-env-set' : 'action-env-empty'
       const extra: Record<string, string> = { SHIPLOG_URL: fx().server.url }
@@ -792,7 +809,8 @@ test(
       const [row] = rows
       if (!row) throw new Error('unreachable')
       for (const { name, input } of optional) {
-        assert.equal(stored[input](row), withValues ? given[input] : null, `${name} → ${input}`)
+        const expected = withValues && input !== 'check' && input !== 'force-reason' ? given[input] : null
+        assert.equal(stored[input](row), expected, `${name} → ${input}`)
       }
     }
   },

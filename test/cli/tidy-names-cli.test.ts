@@ -45,6 +45,29 @@ test('env rename merges, services delete needs --confirm, is audited, and verify
   assert.match(merged.stderr, /environment Dev merged into dev/)
   assert.deepEqual(await heads(), ['api/dev', 'scratch/dev'])
 
+  // What was said about the service goes with its history; what names another service, or none, stays.
+  const by = { created_by: 'test', created_at: Date.now() }
+  await database.db
+    .insertInto('bad_versions')
+    .values([
+      { account_id: account.id, service: 'scratch', version: '0', reason: 'gone with it', ...by },
+      { account_id: account.id, service: 'api', version: '1', reason: 'stays', ...by },
+    ])
+    .execute()
+  await database.db
+    .insertInto('environment_locks')
+    .values([
+      {
+        account_id: account.id,
+        environment: 'dev',
+        service: 'scratch',
+        reason: 'gone with it',
+        ends_at: null,
+        ...by,
+      },
+      { account_id: account.id, environment: 'dev', service: null, reason: 'stays', ends_at: null, ...by },
+    ])
+    .execute()
   await chainCaughtUp(database, { graceMs: 0, settleMs: 0 })
   const wrong = await cli(['services', 'delete', '--account', 'Acme', 'scratch', '--confirm', 'scratc'])
   assert.equal(wrong.code, 2, wrong.stderr)
@@ -52,6 +75,10 @@ test('env rename merges, services delete needs --confirm, is audited, and verify
   const deleted = await cli(['services', 'delete', '--account', 'Acme', 'scratch', '--confirm', 'scratch'])
   assert.equal(deleted.code, 0, deleted.stderr)
   assert.deepEqual(await heads(), ['api/dev'])
+  for (const table of ['bad_versions', 'environment_locks'] as const) {
+    const reasons = (await database.db.selectFrom(table).select('reason').execute()).map((r) => r.reason)
+    assert.deepEqual(reasons, ['stays'], table)
+  }
   const audit = await database.db
     .selectFrom('audit_entries')
     .select(['action', 'actor', 'target'])

@@ -92,3 +92,72 @@ test('verify passes over events with and without own times, and names one whose 
   assert.equal(tampered.ok, false)
   assert.match(tampered.problems[0]?.message ?? '', new RegExp(`event ${ids[1]}\\b`))
 })
+
+test('guardrail findings are a second tail: a flagged event writes both tails, an unflagged one neither', () => {
+  const spec = streamSpec('events')
+  const sha = (b: Buffer) => createHash('sha256').update(b).digest('hex')
+  const plain = {
+    ...row,
+    occurred_at: row.received_at,
+    commit_time: null,
+    guardrails: null,
+    override_reason: null,
+  }
+  // Pinned above: the v1 digest is unchanged by the new (null) columns.
+  assert.equal(rowDigest(spec, plain), 'a070e1e5f9d5d6da54e5ec10733d601dd136a465fe7304e7b4d31d6677f6d3f7')
+  const ownTimes = { ...plain, occurred_at: row.received_at - 60_000 }
+  const tailOne = [...spec.columns, 'occurred_at', 'commit_time']
+  assert.equal(
+    rowDigest(spec, ownTimes),
+    sha(canonicalBytes({ ...spec, tails: [], columns: tailOne }, ownTimes)),
+  )
+  // A flagged event without own times still writes tail one (each column has one place).
+  const flagged = { ...plain, guardrails: 'freeze' }
+  const both = [...tailOne, 'guardrails', 'override_reason']
+  assert.equal(rowDigest(spec, flagged), sha(canonicalBytes({ ...spec, tails: [], columns: both }, flagged)))
+  assert.notEqual(rowDigest(spec, flagged), rowDigest(spec, plain))
+  const overridden = { ...plain, override_reason: 'hotfix' }
+  assert.equal(
+    rowDigest(spec, overridden),
+    sha(canonicalBytes({ ...spec, tails: [], columns: both }, overridden)),
+  )
+  assert.notEqual(rowDigest(spec, overridden), rowDigest(spec, flagged))
+})
+
+test('verify names an event whose guardrail findings were erased', async (t) => {
+  const url = await freshDatabaseUrl(t)
+  const database = openDatabase(parseDatabaseUrl(url))
+  t.after(() => database.close())
+  await migrateToLatest(database)
+  const { account } = await addTenant(database, 'Acme')
+  const now = Date.now()
+  const inserted = await database.db
+    .insertInto('events')
+    .values({
+      account_id: account.id,
+      service: 'api',
+      environment: 'prod',
+      version: '1.0',
+      status: 'Deployed',
+      source: 'deploy',
+      received_at: now,
+      occurred_at: now,
+      commit_time: null,
+      guardrails: 'lock,freeze',
+      override_reason: 'hotfix for INC-7',
+    })
+    .returning('id')
+    .executeTakeFirstOrThrow()
+  await chainCaughtUp(database, { graceMs: 0, settleMs: 0 })
+  assert.deepEqual(
+    (await verifyChains(database)).problems.map((p) => p.message),
+    [],
+  )
+  // Someone hides that the deploy broke a freeze.
+  await sql`update events set guardrails = null, override_reason = null where id = ${inserted.id}`.execute(
+    database.db,
+  )
+  const tampered = await verifyChains(database)
+  assert.equal(tampered.ok, false)
+  assert.match(tampered.problems[0]?.message ?? '', new RegExp(`event ${inserted.id}\\b`))
+})

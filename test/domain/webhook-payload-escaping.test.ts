@@ -1,8 +1,15 @@
 // Webhook payloads without a database: event values reach Grafana's HTML annotation text and
-// Slack's fallback escaped, so a version like `<img src=x>` is shown as text, never as markup.
+// Slack's fallback escaped, so a version like `<img src=x>` is shown as text, never as markup; and
+// the guardrails an event broke, with its override, reach all three formats (SPEC §11).
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
-import { grafanaRequest, type PayloadInput, slackPayload } from '../../src/domain/webhooks/rules.js'
+import {
+  grafanaRequest,
+  grafanaTags,
+  jsonPayload,
+  type PayloadInput,
+  slackPayload,
+} from '../../src/domain/webhooks/rules.js'
 
 const IMG = '<img src=x onerror=alert(1)>'
 const AMP = 'a&b"c\'d'
@@ -22,6 +29,8 @@ function input(over: Partial<PayloadInput['event']> = {}, serviceUrl: string | n
       url: null,
       commit: null,
       description: null,
+      guardrails: [],
+      overrideReason: null,
       ...over,
     },
     deployment: null,
@@ -54,4 +63,39 @@ test('slack fallback is escaped like every other text of the message', () => {
   assert.ok(!fallback.includes('>'), fallback)
   assert.equal(fallback, 'a&amp;b deployed &lt;img src=x onerror=alert(1)&gt; to prod')
   assert.equal(payload.text, fallback)
+})
+
+test('an event that broke guardrails says so in every format; an override reason is shown escaped', () => {
+  const broke = input({ guardrails: ['lock', 'freeze'], overrideReason: 'fix <INC-42> & co' })
+  const json = jsonPayload(broke)
+  assert.deepEqual((json.event as Record<string, unknown>).guardrails, ['lock', 'freeze'])
+  assert.equal((json.event as Record<string, unknown>).overrideReason, 'fix <INC-42> & co')
+
+  const slack = slackPayload(broke)
+  assert.equal(
+    slack.text,
+    'web deployed 1.0 to prod while locked, during a freeze (override: fix &lt;INC-42&gt; &amp; co)',
+  )
+  const fields = (slack.attachments as { fields: { title: string; value: string }[] }[])[0]?.fields ?? []
+  assert.deepEqual(
+    fields.filter((f) => f.title === 'Guardrails' || f.title === 'Override').map((f) => f.value),
+    ['lock, freeze', 'fix &lt;INC-42&gt; &amp; co'],
+  )
+  assert.deepEqual(grafanaTags(broke).slice(-3), ['guardrail:lock', 'guardrail:freeze', 'override'])
+  const { body } = grafanaRequest(broke, null)
+  assert.equal(
+    body.text,
+    'web 1.0 to prod while locked, during a freeze (override: fix &lt;INC-42&gt; &amp; co)',
+  )
+
+  // Nothing broken, nothing said.
+  const plain = input()
+  assert.equal(slackPayload(plain).text, 'web deployed 1.0 to prod')
+  assert.deepEqual(grafanaTags(plain), ['shiplog', 'deployment', 'service:web', 'environment:prod'])
+  assert.deepEqual((jsonPayload(plain).event as Record<string, unknown>).guardrails, [])
+  assert.equal((jsonPayload(plain).event as Record<string, unknown>).overrideReason, null)
+  assert.equal(
+    slackPayload(input({ guardrails: ['bad_version', 'promotion'] })).text,
+    'web deployed 1.0 to prod though marked bad, ahead of its promotion rule',
+  )
 })

@@ -1,16 +1,19 @@
 // A small installation with every kind of row (accounts, users, keys, sessions, events with hostile
-// text, derived deployments, webhooks, settings), and helpers the dump/load and copy tests share.
+// text, derived deployments, webhooks, settings, guardrails), and helpers the dump/load and copy
+// tests share.
 import assert from 'node:assert/strict'
 import { randomBytes } from 'node:crypto'
 import { readFileSync } from 'node:fs'
 import pg from 'pg'
 import { parseDatabaseUrl } from '../../src/config.js'
 import { openDatabase } from '../../src/db/connect.js'
+import type { AuditSource } from '../../src/domain/audit/log.js'
 import { rebuildDeployments } from '../../src/domain/deployments/store.js'
+import { addFreezeWindow, lockEnvironment, markVersionBad } from '../../src/domain/guardrails/commands.js'
 import { applicationTables } from '../../src/domain/operations/tables.js'
 import { ensureSecret } from '../../src/domain/settings.js'
 import { createWebhook } from '../../src/domain/webhooks/queries.js'
-import { buildTestApp, type Cleanup, TEST_SECRET, testDialect } from '../helper.js'
+import { buildTestApp, type Cleanup, TEST_SECRET, type TestApp, testDialect } from '../helper.js'
 import { createUserIn, deploy, login, PASSWORD } from './ui.js'
 
 export const EMAIL = 'ada@example.com'
@@ -97,9 +100,75 @@ async function fill(t: Cleanup, databaseUrl: string): Promise<Filled> {
   )
   await ensureSecret(database.db)
   await rebuildDeployments(database)
+  await addGuardrails(ctx, tenant.account.id, maxEventId)
   // A session row too.
   await login(app, EMAIL)
   return { key: tenant.key, email: EMAIL, password: PASSWORD, maxEventId }
+}
+
+/**
+ * A lock, a recurring freeze window, a bad version (through their audited commands), a promotion
+ * rule and a failure link (stored directly: the account has one environment and the marks' commands
+ * are not here yet), and the last event flagged with the rules it broke and an override reason.
+ */
+async function addGuardrails(ctx: TestApp, accountId: number, lastEventId: number): Promise<void> {
+  const db = ctx.database.db
+  const who: AuditSource = { actor: { kind: 'cli', id: null, name: 'cli (ops@box)' }, address: null }
+  const at = Date.UTC(2026, 5, 1, 12)
+  const done = (v: { ok: boolean }) => assert.ok(v.ok, JSON.stringify(v))
+  const reason = 'release "train" ünï 🚀 \\ back'
+  done(
+    await lockEnvironment(
+      db,
+      accountId,
+      { environment: 'prod', service: 'web', reason, endsAt: Date.UTC(2036, 0, 1) },
+      who,
+      at,
+    ),
+  )
+  const weekly = {
+    kind: 'recurring' as const,
+    cron: '0 16 * * 5',
+    durationMinutes: 3840,
+    timeZone: 'Europe/Berlin',
+  }
+  done(await addFreezeWindow(db, accountId, { environment: 'prod', reason, schedule: weekly }, who, at))
+  done(await markVersionBad(db, accountId, { service: 'api', version: '1.0.0', reason }, who, at))
+  await db
+    .insertInto('promotion_rules')
+    .values({
+      account_id: accountId,
+      environment: 'prod',
+      after_environment: 'staging "two"',
+      min_minutes: 30,
+      require_good: 1,
+      created_by: EMAIL,
+      created_at: at,
+    })
+    .execute()
+  const deployments = await db
+    .selectFrom('deployments')
+    .select('id')
+    .where('account_id', '=', accountId)
+    .orderBy('id')
+    .execute()
+  await db
+    .insertInto('deployment_incidents')
+    .values({
+      account_id: accountId,
+      deployment_id: Number(deployments[0]?.id),
+      link: 'https://tracker.example.com/INC-1?a=1&b="2"',
+      note: CONTROLS,
+      fixed_by: Number(deployments[1]?.id),
+      created_by: EMAIL,
+      created_at: at,
+    })
+    .execute()
+  await db
+    .updateTable('events')
+    .set({ guardrails: 'lock,freeze,promotion', override_reason: HOSTILE })
+    .where('id', '=', lastEventId)
+    .execute()
 }
 
 /** Counts every application table's rows, to prove a refused command changed nothing. */

@@ -92,6 +92,9 @@ interface World {
   /** --- webhooks: A's webhook and one of its deliveries (B must not see, change or resend them) --- */
   aWebhookId: number
   aDeliveryId: number
+  /** --- guardrails: A's lock and freeze window (B must not see or remove them) --- */
+  aLockId: number
+  aFreezeId: number
 }
 
 /** A registered method + URL, as the onRoute hook saw it. */
@@ -284,6 +287,13 @@ async function snapshotOfA(w: Pick<World, 'ctx' | 'a'>): Promise<unknown> {
       .where('account_id', '=', accountId)
       .orderBy('name')
       .execute(),
+    badVersions: await db
+      .selectFrom('bad_versions')
+      .selectAll()
+      .where('account_id', '=', accountId)
+      .orderBy('service')
+      .orderBy('version')
+      .execute(),
     users: await db
       .selectFrom('users')
       .selectAll()
@@ -328,6 +338,16 @@ async function snapshotOfA(w: Pick<World, 'ctx' | 'a'>): Promise<unknown> {
       .where('account_id', '=', accountId)
       .orderBy('deployment_id')
       .execute(),
+    // --- guardrails ---
+    locks: await db.selectFrom('environment_locks').selectAll().where('account_id', '=', accountId).execute(),
+    freezes: await db.selectFrom('freeze_windows').selectAll().where('account_id', '=', accountId).execute(),
+    promotionRules: await db
+      .selectFrom('promotion_rules')
+      .selectAll()
+      .where('account_id', '=', accountId)
+      .execute(),
+    // (bad_versions are in the snapshot above, with the service page's routes.)
+    // --- end guardrails ---
     sessions: await db
       .selectFrom('sessions')
       .innerJoin('users', 'users.id', 'sessions.user_id')
@@ -532,10 +552,65 @@ const world = sharedFixture(async (cleanup) => {
     .execute()
   markers.push({ text: 'acme-delivery-7f3c', pattern: /acme-delivery-7f3c/ })
   // --- end webhooks ---
+  // --- guardrails: one of each of A's, each reason a marker ---
+  const guardedBy = { created_by: aAdmin.email, created_at: Date.now() }
+  const aLock = await db
+    .insertInto('environment_locks')
+    .values({
+      account_id: a.account.id,
+      environment: 'prod',
+      service: null,
+      reason: 'acme-lock-r4',
+      ends_at: null,
+      ...guardedBy,
+    })
+    .returning('id')
+    .executeTakeFirstOrThrow()
+  const aFreeze = await db
+    .insertInto('freeze_windows')
+    .values({
+      account_id: a.account.id,
+      environment: 'prod',
+      reason: 'acme-freeze-f6',
+      cron: null,
+      duration_minutes: null,
+      time_zone: null,
+      starts_at: Date.UTC(2099, 0, 1),
+      ends_at: Date.UTC(2099, 0, 2),
+      ...guardedBy,
+    })
+    .returning('id')
+    .executeTakeFirstOrThrow()
+  await db
+    .insertInto('promotion_rules')
+    .values({
+      account_id: a.account.id,
+      environment: 'prod',
+      after_environment: 'acme-stage-p8',
+      min_minutes: 5,
+      require_good: 1,
+      ...guardedBy,
+    })
+    .execute()
+  await db
+    .insertInto('bad_versions')
+    .values({
+      account_id: a.account.id,
+      service: 'acme-only',
+      version: 'acme-3',
+      reason: 'acme-bad-b2',
+      ...guardedBy,
+    })
+    .execute()
+  for (const text of ['acme-lock-r4', 'acme-freeze-f6', 'acme-stage-p8', 'acme-bad-b2'])
+    markers.push({ text, pattern: new RegExp(escapeRegExp(text)) })
+  // --- end guardrails ---
   const w: World = {
     ctx,
     aWebhookId: Number(aWebhook.id),
     aDeliveryId: Number(aDelivery.id),
+    aLockId: Number(aLock.id),
+    aFreezeId: Number(aFreeze.id),
     bReadKey,
     aBadgeToken,
     bBadgeToken: 'betabadgetoken-0123456789k3',
@@ -1101,6 +1176,42 @@ const MATRIX: Record<string, Entry> = {
       ),
     ],
   },
+  'POST /services/:service/versions/bad': {
+    why: "admins only, and only for their own account's services: A's service is unknown to B",
+    cases: () => [
+      ...from(
+        { ...outsiders(true), bAdmin: status(404) },
+        { url: '/services/acme-only/versions/bad', form: { version: '1.0', reason: 'beta says' } },
+      ),
+      ...from(
+        { aMember: status(403) },
+        { url: '/services/shared-name/versions/bad', form: { version: '1.0', reason: 'member says' } },
+      ),
+      // B's own service of the same name: B's mark is made, A's versions stay unmarked (snapshot).
+      ...from(
+        { bAdmin: status(303) },
+        { url: '/services/shared-name/versions/bad', form: { version: '1.0', reason: 'beta made' } },
+      ),
+    ],
+  },
+  'POST /services/:service/versions/good': {
+    why: "admins only, and only for their own account's services: A's service is unknown to B",
+    cases: () => [
+      ...from(
+        { ...outsiders(true), bAdmin: status(404) },
+        { url: '/services/acme-only/versions/good', form: { version: '1.0' } },
+      ),
+      ...from(
+        { aMember: status(403) },
+        { url: '/services/shared-name/versions/good', form: { version: '1.0' } },
+      ),
+      // B's own service: a version B never marked is refused by name, A's marks are not consulted.
+      ...from(
+        { bAdmin: status(422) },
+        { url: '/services/shared-name/versions/good', form: { version: 'never-marked' } },
+      ),
+    ],
+  },
   'POST /settings/environments': {
     why: "admins only; reorders and hides the caller's own account's environments only",
     cases: () => [
@@ -1283,6 +1394,25 @@ const MATRIX: Record<string, Entry> = {
         { url: `/api/v1/deployments/${aDeployment(w)}/incident` },
       ),
   },
+  'GET /api/v1/check': {
+    why: "B's check applies B's guardrails only: A's lock on prod and A's bad version acme-3 do not exist for B",
+    cases: (w) => {
+      const url = '/api/v1/check?service=acme-only&environment=prod&version=acme-3'
+      const allowed = allOf(status(200), (res) =>
+        assert.deepEqual(res.json(), {
+          allowed: true,
+          reasons: [],
+          service: 'acme-only',
+          environment: 'prod',
+          version: 'acme-3',
+        }),
+      )
+      return [
+        ...from({ anonymous: status(401), bKey: status(403), bAdmin: allowed }, { url }),
+        ...from({ anonymous: allowed }, { url, headers: { 'x-api-key': w.bReadKey } }),
+      ]
+    },
+  },
   // ---- live updates (issue 12): GET /api/v1/stream ----
   // A stream that opens never ends, and inject waits for the end: a reader is shown to pass the
   // authorisation by the 422 a bad Last-Event-ID gets after it (nothing streamed). Which events a
@@ -1417,6 +1547,172 @@ const MATRIX: Record<string, Entry> = {
     },
   },
   // --- end webhooks ----------------------------------------------------------------------------------
+  // --- guardrails (Settings → Guardrails: members read, admins change) -----------------------------
+  'GET /settings/guardrails': {
+    why: 'a redirect only',
+    cases: () =>
+      from(
+        {
+          anonymous: redirect('/settings/guardrails/', 301),
+          bKey: redirect('/settings/guardrails/', 301),
+          bAdmin: redirect('/settings/guardrails/', 301),
+        },
+        { url: '/settings/guardrails' },
+      ),
+  },
+  'GET /settings/guardrails/': {
+    why: "B's guardrails only (none); A's member reads A's",
+    cases: (w) =>
+      ['/settings/guardrails/', `/settings/guardrails/?account=${w.a.account.id}`].flatMap((url) =>
+        from(
+          {
+            ...outsiders(false),
+            bAdmin: allOf(status(200), contains('No locks.', 'No freeze windows.', 'Lock an environment')),
+            bOther: status(200),
+            aMember: allOf(
+              status(200),
+              contains('acme-lock-r4', 'acme-freeze-f6', 'acme-stage-p8', 'acme-bad-b2'),
+            ),
+          },
+          { url },
+        ),
+      ),
+  },
+  'POST /settings/guardrails/locks': {
+    why: "admins only; a lock names the caller's own environments and services only",
+    cases: () =>
+      from(
+        {
+          ...outsiders(true),
+          aMember: status(403),
+          bAdmin: allOf(status(422), contains('no service &quot;acme-only&quot;')),
+        },
+        {
+          url: '/settings/guardrails/locks',
+          form: { environment: 'prod', service: 'acme-only', reason: 'x' },
+        },
+      ),
+  },
+  'POST /settings/guardrails/locks/:id/unlock': {
+    why: "A's lock cannot be lifted by B (404, like a missing id) nor by A's member (403)",
+    cases: (w) => [
+      ...from(
+        { ...outsiders(true), aMember: status(403) },
+        { url: `/settings/guardrails/locks/${w.aLockId}/unlock`, form: {} },
+      ),
+      ...from(
+        { bAdmin: notFoundLikeMissing('/settings/guardrails/locks/999999999/unlock', {}) },
+        { url: `/settings/guardrails/locks/${w.aLockId}/unlock`, form: {} },
+      ),
+    ],
+  },
+  'POST /settings/guardrails/freezes': {
+    why: "admins only; a window names the caller's own environments only",
+    cases: () =>
+      from(
+        {
+          ...outsiders(true),
+          aMember: status(403),
+          bAdmin: allOf(status(422), contains('no environment &quot;acme-stage-p8&quot;')),
+        },
+        {
+          url: '/settings/guardrails/freezes',
+          form: {
+            environment: 'acme-stage-p8',
+            kind: 'once',
+            from: '2099-01-01T00:00',
+            to: '2099-01-02T00:00',
+            reason: 'x',
+          },
+        },
+      ),
+  },
+  'POST /settings/guardrails/freezes/:id/remove': {
+    why: "A's freeze window cannot be removed by B (404, like a missing id) nor by A's member (403)",
+    cases: (w) => [
+      ...from(
+        { ...outsiders(true), aMember: status(403) },
+        { url: `/settings/guardrails/freezes/${w.aFreezeId}/remove`, form: {} },
+      ),
+      ...from(
+        { bAdmin: notFoundLikeMissing('/settings/guardrails/freezes/999999999/remove', {}) },
+        { url: `/settings/guardrails/freezes/${w.aFreezeId}/remove`, form: {} },
+      ),
+    ],
+  },
+  'POST /settings/guardrails/promotions': {
+    why: "admins only; a rule names the caller's own environments only",
+    cases: () =>
+      from(
+        {
+          ...outsiders(true),
+          aMember: status(403),
+          bAdmin: allOf(status(422), contains('no environment &quot;acme-stage-p8&quot;')),
+        },
+        {
+          url: '/settings/guardrails/promotions',
+          form: { environment: 'prod', after_environment: 'acme-stage-p8' },
+        },
+      ),
+  },
+  'POST /settings/guardrails/promotions/remove': {
+    why: "A's rule cannot be removed by B (404, like one that does not exist) nor by A's member (403)",
+    cases: () => {
+      const form = { environment: 'prod', after_environment: 'acme-stage-p8' }
+      return [
+        ...from(
+          { ...outsiders(true), aMember: status(403) },
+          { url: '/settings/guardrails/promotions/remove', form },
+        ),
+        ...from(
+          {
+            bAdmin: notFoundLikeMissing('/settings/guardrails/promotions/remove', {
+              environment: 'prod',
+              after_environment: 'no-such-stage',
+            }),
+          },
+          { url: '/settings/guardrails/promotions/remove', form },
+        ),
+      ]
+    },
+  },
+  'POST /settings/guardrails/bad-versions': {
+    why: "admins only; a version is marked bad in the caller's own services only",
+    cases: () =>
+      from(
+        {
+          ...outsiders(true),
+          aMember: status(403),
+          bAdmin: allOf(status(422), contains('no service &quot;acme-only&quot;')),
+        },
+        {
+          url: '/settings/guardrails/bad-versions',
+          form: { service: 'acme-only', version: 'acme-3', reason: 'x' },
+        },
+      ),
+  },
+  'POST /settings/guardrails/bad-versions/good': {
+    why: "A's bad version cannot be marked good by B (404, like one not marked) nor by A's member (403)",
+    cases: () => {
+      const form = { service: 'acme-only', version: 'acme-3' }
+      return [
+        ...from(
+          { ...outsiders(true), aMember: status(403) },
+          { url: '/settings/guardrails/bad-versions/good', form },
+        ),
+        ...from(
+          {
+            bAdmin: notFoundLikeMissing('/settings/guardrails/bad-versions/good', {
+              service: 'acme-only',
+              version: 'nothing-marked',
+            }),
+          },
+          { url: '/settings/guardrails/bad-versions/good', form },
+        ),
+      ]
+    },
+  },
+  // --- end guardrails ---------------------------------------------------------------------------------
   // --- audit log (Settings → Audit log, admins only) --------------------------------------------------
   'GET /settings/audit': {
     why: 'a redirect only',

@@ -9,6 +9,7 @@ import { type ColumnType, eventColumn, INSERTED_COLUMNS } from '../../db/event-c
 import type { EventRow, EventSource } from '../../db/schema.js'
 import type { GuardrailRule } from '../../text-rules.js'
 import type { EventInput } from './event.js'
+import { isOverride, OVERRIDE_AUDIT_COLUMNS, overrideAuditValues } from './override-audit.js'
 
 /** How long an Idempotency-Key holds: a retry after this records a new event. */
 export const IDEMPOTENCY_WINDOW_MS = 24 * 60 * 60 * 1000
@@ -25,6 +26,8 @@ export interface PendingEvent {
   receivedAt: number
   /** The guardrails it broke when it arrived (SPEC §11), in GUARDRAIL_RULES order; absent: none. */
   guardrails?: readonly GuardrailRule[]
+  /** The client's address, for the audit entry of an override (`input.overrideReason` set). */
+  clientAddress?: string | null
 }
 
 /**
@@ -105,7 +108,8 @@ function insertedRow(item: PendingEvent): Omit<EventRow, 'id'> {
     received_at: item.receivedAt,
     occurred_at: input.occurredAt ?? item.receivedAt,
     commit_time: input.commitTime,
-    guardrails: item.guardrails === undefined || item.guardrails.length === 0 ? null : item.guardrails.join(','),
+    guardrails:
+      item.guardrails === undefined || item.guardrails.length === 0 ? null : item.guardrails.join(','),
     override_reason: input.overrideReason ?? null,
   }
 }
@@ -146,6 +150,7 @@ const SQLITE_SQL = {
     'SELECT events.* FROM idempotency_keys JOIN events ON events.id = idempotency_keys.event_id ' +
     'WHERE idempotency_keys.account_id = ? AND idempotency_keys.idem_key = ?',
   linkKey: 'UPDATE idempotency_keys SET event_id = ? WHERE account_id = ? AND idem_key = ?',
+  auditOverride: `INSERT INTO audit_entries (${OVERRIDE_AUDIT_COLUMNS.join(', ')}) VALUES (${OVERRIDE_AUDIT_COLUMNS.map(() => '?').join(', ')})`,
 }
 
 /**
@@ -155,9 +160,13 @@ const SQLITE_SQL = {
  */
 function writeSqliteBatch(sql: SqlWriter, items: readonly PendingEvent[]): WriteResult[] {
   const insertEvent = sql.statement(SQLITE_SQL.insertEvent)
-  const insert = (item: PendingEvent): number =>
+  const insert = (item: PendingEvent): number => {
     // An array binds its values in order, without spreading them into arguments.
-    Number(insertEvent.run(columnValues(item)).lastInsertRowid)
+    const id = Number(insertEvent.run(columnValues(item)).lastInsertRowid)
+    // An override is audited in the same unit: the entry exists exactly when the event does.
+    if (isOverride(item)) sql.statement(SQLITE_SQL.auditOverride).run(overrideAuditValues(item, id))
+    return id
+  }
   return items.map((item): WriteResult => {
     const key = item.idempotencyKey
     if (key === null) return insert(item)
@@ -241,7 +250,7 @@ class PostgresEventStore implements EventStore {
 
   async writeBatch(items: readonly PendingEvent[]): Promise<RecordOutcome[]> {
     // Plain events only (the common case): one statement, which is its own transaction.
-    if (items.every((item) => item.idempotencyKey === null)) return insertPlain(this.pool, items)
+    if (items.every(isPlain)) return insertPlain(this.pool, items)
     const client = await this.pool.connect()
     let broken: Error | undefined
     try {
@@ -249,13 +258,13 @@ class PostgresEventStore implements EventStore {
       const outcomes: RecordOutcome[] = []
       let plain: PendingEvent[] = []
       for (const item of items) {
-        if (item.idempotencyKey === null) {
+        if (isPlain(item)) {
           plain.push(item)
           continue
         }
         if (plain.length > 0) outcomes.push(...(await insertPlain(client, plain)))
         plain = []
-        outcomes.push(await writeIdempotent(client, item, item.idempotencyKey))
+        outcomes.push(await writeOne(client, item))
       }
       if (plain.length > 0) outcomes.push(...(await insertPlain(client, plain)))
       await client.query('COMMIT')
@@ -272,6 +281,30 @@ class PostgresEventStore implements EventStore {
       client.release(broken)
     }
   }
+}
+
+/** An event that is one row and nothing else: no Idempotency-Key to claim, no override to audit. */
+function isPlain(item: PendingEvent): boolean {
+  return item.idempotencyKey === null && !isOverride(item)
+}
+
+/** An event that needs more than its row, inside the batch's transaction. */
+async function writeOne(db: Queryable, item: PendingEvent): Promise<RecordOutcome> {
+  const [outcome] =
+    item.idempotencyKey === null
+      ? await insertPlain(db, [item])
+      : [await writeIdempotent(db, item, item.idempotencyKey)]
+  if (!outcome) throw new Error('event write returned no row')
+  // Only a new event is audited: a replay answers the first one, whose entry exists already.
+  if (outcome.kind === 'stored' && isOverride(item)) {
+    await db.query({ ...PG_AUDIT_OVERRIDE, values: overrideAuditValues(item, Number(outcome.event.id)) })
+  }
+  return outcome
+}
+
+const PG_AUDIT_OVERRIDE = {
+  name: 'shiplog_audit_override',
+  text: `INSERT INTO audit_entries (${OVERRIDE_AUDIT_COLUMNS.join(', ')}) VALUES (${OVERRIDE_AUDIT_COLUMNS.map((_, i) => `$${i + 1}`).join(', ')})`,
 }
 
 async function insertPlain(db: Queryable, items: readonly PendingEvent[]): Promise<RecordOutcome[]> {

@@ -72,6 +72,9 @@ export async function checkDeployment(
   return { allowed: reasons.length === 0, reasons, deployment }
 }
 
+/** The answer for an account without guardrails: one shared list, so answering allocates nothing. */
+const NONE_BROKEN: readonly GuardrailRule[] = Object.freeze([])
+
 interface Cached {
   loadedAt: number
   guardrails: Guardrails
@@ -118,11 +121,11 @@ export class GuardrailCache {
     const cached = this.#entries.get(accountId)
     const ttl = this.options.ttlMs ?? 100
     if (cached !== undefined && at - cached.loadedAt < ttl && at >= cached.loadedAt) {
-      if (!hasAny(cached.guardrails)) return []
+      if (!hasAny(cached.guardrails)) return NONE_BROKEN
       return this.#evaluate(accountId, cached, d, at)
     }
     return this.#load(accountId, at).then((fresh) =>
-      hasAny(fresh.guardrails) ? this.#evaluate(accountId, fresh, d, at) : [],
+      hasAny(fresh.guardrails) ? this.#evaluate(accountId, fresh, d, at) : NONE_BROKEN,
     )
   }
 

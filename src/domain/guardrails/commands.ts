@@ -178,7 +178,7 @@ export function addFreezeWindow(
         return refused([
           {
             field,
-            message: `the window overlaps freeze window ${other.id} of ${input.environment} (${scheduleText(other.schedule)}) at ${iso(clash.start)}`,
+            message: `the window overlaps freeze window ${other.id} of ${input.environment} (${scheduleText(other.schedule)}) at ${iso(Math.max(clash.a.start, clash.b.start))}`,
           },
         ])
       }

@@ -4,7 +4,7 @@
 import { characterCount, textProblem } from '../../text-rules.js'
 import type { FieldError, Validation } from '../events/event.js'
 import { parseInstant } from '../instants.js'
-import { parseWeeklyRange } from './freeze-calendar.js'
+import { parseWeeklyRange, validateRecurring } from './freeze-calendar.js'
 import type { FreezeSchedule } from './rules.js'
 
 export const REASON_MAX = 500
@@ -172,7 +172,21 @@ export function readFreezeInput(raw: RawFields, now: number): Validation<FreezeI
       durationMinutes = f.wholeNumber('duration_minutes', { min: 1, max: 7 * 24 * 60 })
     }
     if (cron !== null && durationMinutes !== null && timeZone !== null) {
-      schedule = { kind: 'recurring', cron, durationMinutes, timeZone }
+      const spec = { cron, durationMinutes, timeZone }
+      const problems = validateRecurring(spec)
+      const cronField = given('weekly') ? 'weekly' : 'cron'
+      for (const message of problems) {
+        // Each message starts with what it is about: the zone, the length, or the cron (or one of its fields).
+        const field = message.startsWith('timeZone')
+          ? 'time_zone'
+          : message.startsWith('durationMinutes')
+            ? given('weekly')
+              ? 'weekly'
+              : 'duration_minutes'
+            : cronField
+        f.errors.push({ field, message: recurringMessage(field, message) })
+      }
+      if (problems.length === 0) schedule = { kind: 'recurring', cron, durationMinutes, timeZone }
     }
   } else {
     f.errors.push({
@@ -185,6 +199,12 @@ export function readFreezeInput(raw: RawFields, now: number): Validation<FreezeI
     reason: reason ?? '',
     schedule: schedule as FreezeSchedule, // set whenever there is no error (done() checks)
   }))
+}
+
+/** A calendar message in the form's words: `time_zone: …` for `timeZone: …`, and so on. */
+function recurringMessage(field: string, message: string): string {
+  const rest = message.replace(/^(timeZone|durationMinutes|cron):\s*/, '')
+  return `${field}: ${rest}`
 }
 
 export interface BadVersionInput {

@@ -4,6 +4,7 @@ import type { Kysely } from 'kysely'
 import type { DB } from '../../db/schema.js'
 import { type AuditSource, recordAudit } from '../audit/log.js'
 import { type DeletedHistory, deleteServiceHistory } from './delete-service.js'
+import { droppedRuleText } from './guardrails-follow.js'
 import { type CheckedRename, type RenameResult, renameName } from './rename.js'
 
 export function renameAudited(
@@ -24,6 +25,9 @@ export function renameAudited(
         to: rename.to,
         change: rename.merge ? 'merged' : 'renamed',
         events: result.events,
+        ...(result.droppedPromotionRules.length > 0
+          ? { dropped_promotion_rules: result.droppedPromotionRules.map(droppedRuleText) }
+          : {}),
       },
     })
     return result

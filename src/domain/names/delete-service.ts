@@ -68,6 +68,29 @@ export function deleteServiceHistory(
       await trx.deleteFrom('idempotency_keys').where('event_id', 'in', chunk).execute()
       await trx.deleteFrom('events').where('id', 'in', chunk).execute()
     }
+    // What was said about its deployments and versions goes with them; an environment-wide lock
+    // or rule names no service and stays.
+    await trx
+      .deleteFrom('deployment_incidents')
+      .where('account_id', '=', accountId)
+      .where('deployment_id', 'in', (eb) =>
+        eb
+          .selectFrom('deployments')
+          .select('id')
+          .where('account_id', '=', accountId)
+          .where('service', '=', service),
+      )
+      .execute()
+    await trx
+      .deleteFrom('bad_versions')
+      .where('account_id', '=', accountId)
+      .where('service', '=', service)
+      .execute()
+    await trx
+      .deleteFrom('environment_locks')
+      .where('account_id', '=', accountId)
+      .where('service', '=', service)
+      .execute()
     const deployments = await trx
       .deleteFrom('deployments')
       .where('account_id', '=', accountId)

@@ -25,6 +25,7 @@ import {
   rawNames,
 } from '../deployments/name-aliases.js'
 import { LIMITS } from '../events/event.js'
+import { type DroppedPromotionRule, followGuardrails } from './guardrails-follow.js'
 
 export type NameKind = 'service' | 'environment'
 
@@ -90,6 +91,8 @@ export interface RenameResult extends CheckedRename {
   /** Events now derived under the new name. */
   events: number
   deployments: number
+  /** Promotion rules a merge of environments dropped (guardrails-follow.ts). */
+  droppedPromotionRules: DroppedPromotionRule[]
 }
 
 async function loadAliases(trx: Kysely<DB>, accountId: number): Promise<NameAliases | null> {
@@ -206,7 +209,8 @@ export function renameName(
     }
     if (services.length > 0) await recomputeFirsts(trx, accountId, services)
     await moveSettings(trx, accountId, kind, from, to)
-    return { ...rename, events: events.length, deployments: writes.deployments.length }
+    const droppedPromotionRules = await followGuardrails(trx, accountId, kind, from, to)
+    return { ...rename, events: events.length, deployments: writes.deployments.length, droppedPromotionRules }
   })
 }
 

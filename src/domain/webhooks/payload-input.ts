@@ -42,6 +42,8 @@ export async function payloadInput(
       url: event.url,
       commit: event.commit_sha,
       description: event.description,
+      guardrails: event.guardrails === null || event.guardrails === '' ? [] : event.guardrails.split(','),
+      overrideReason: event.override_reason,
     },
     deployment: deployment
       ? {

@@ -211,6 +211,10 @@ export interface PayloadEvent {
   url: string | null
   commit: string | null
   description: string | null
+  /** The guardrails it broke when it was recorded (SPEC §11), in lock, freeze, bad_version, promotion order. */
+  guardrails: string[]
+  /** Why the sender recorded it anyway (`shiplog-deploy --force --reason`), or null. */
+  overrideReason: string | null
 }
 
 export interface PayloadDeployment {
@@ -251,6 +255,21 @@ function durationText(seconds: number): string {
   return m < 60 ? `${m}m ${seconds % 60}s` : `${Math.floor(m / 60)}h ${m % 60}m`
 }
 
+/** A broken guardrail as the messages put it: "App1 deployed 1.0.3 to Prod during a freeze". */
+const GUARDRAIL_WORDS: Readonly<Record<string, string>> = {
+  lock: 'while locked',
+  freeze: 'during a freeze',
+  bad_version: 'though marked bad',
+  promotion: 'ahead of its promotion rule',
+}
+
+/** What the messages add for the guardrails an event broke and its override: '' when neither. */
+function guardrailText(event: PayloadEvent): string {
+  const broke = event.guardrails.map((g) => GUARDRAIL_WORDS[g] ?? g).join(', ')
+  const override = event.overrideReason === null ? '' : `override: ${event.overrideReason}`
+  return [broke, override ? `(${override})` : ''].filter((t) => t !== '').join(' ')
+}
+
 /** Slack's `<url|text>` link syntax needs &, < and > escaped. */
 function slackEscape(text: string): string {
   return text.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;')
@@ -276,7 +295,8 @@ export function slackPayload(input: PayloadInput): Record<string, unknown> {
       : outcome === 'failed' || event.status === 'Failed'
         ? 'danger'
         : '#439FE0'
-  const text = `${event.service} ${what} ${event.version} to ${event.environment}`
+  const guarded = guardrailText(event)
+  const text = `${event.service} ${what} ${event.version} to ${event.environment}${guarded ? ` ${guarded}` : ''}`
   const fields = [
     { title: 'Service', value: slackEscape(event.service), short: true },
     { title: 'Environment', value: slackEscape(event.environment), short: true },
@@ -284,6 +304,12 @@ export function slackPayload(input: PayloadInput): Record<string, unknown> {
   ]
   if (input.kind === 'outcome' && deployment?.durationSeconds != null) {
     fields.push({ title: 'Duration', value: durationText(deployment.durationSeconds), short: true })
+  }
+  if (event.guardrails.length > 0) {
+    fields.push({ title: 'Guardrails', value: event.guardrails.join(', '), short: true })
+  }
+  if (event.overrideReason !== null) {
+    fields.push({ title: 'Override', value: slackEscape(event.overrideReason), short: false })
   }
   const attachment: Record<string, unknown> = {
     fallback: slackEscape(text),
@@ -305,6 +331,8 @@ export function grafanaTags(input: PayloadInput): string[] {
     `environment:${input.event.environment}`,
   ]
   if (input.kind === 'outcome' && input.deployment?.result) tags.push(`outcome:${input.deployment.result}`)
+  for (const g of input.event.guardrails) tags.push(`guardrail:${g}`)
+  if (input.event.overrideReason !== null) tags.push('override')
   return tags
 }
 
@@ -322,7 +350,8 @@ function grafanaText(input: PayloadInput): string {
   const { event, deployment } = input
   const end = input.kind === 'outcome' && deployment?.result ? ` (${deployment.result})` : ''
   const link = input.serviceUrl ? ` <a href="${htmlEscape(input.serviceUrl)}">Shiplog</a>` : ''
-  return `${htmlEscape(event.service)} ${htmlEscape(event.version)} to ${htmlEscape(event.environment)}${end}${link}`
+  const guarded = guardrailText(event)
+  return `${htmlEscape(event.service)} ${htmlEscape(event.version)} to ${htmlEscape(event.environment)}${end}${guarded ? ` ${htmlEscape(guarded)}` : ''}${link}`
 }
 
 /**

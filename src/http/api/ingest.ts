@@ -15,6 +15,7 @@ import {
 import { boundsOfDays, DEFAULT_MAX_EVENT_AGE_DAYS } from '../../domain/events/event-time.js'
 import { IDEMPOTENCY_WINDOW_MS } from '../../domain/events/store.js'
 import type { EventWriter } from '../../domain/events/writer.js'
+import type { GuardrailCache } from '../../domain/guardrails/check.js'
 import type { ApiKeyVerifier, KeyUsageRecorder, VerifiedKey } from '../../domain/keys.js'
 import { HttpProblem, methodNotAllowed, problems } from '../problem.js'
 import { checkRateLimit, type RateLimitStore } from '../rate-limit.js'
@@ -36,6 +37,8 @@ declare module 'fastify' {
 
 export interface IngestOptions {
   writer: EventWriter
+  /** Which guardrails an arriving event breaks (SPEC §11): it is stored all the same, with that list. */
+  guardrails: GuardrailCache
   /** Told when a write succeeds, so the end of a database outage is logged as soon as it ends. */
   outages: OutageLog
   verifier: ApiKeyVerifier
@@ -213,7 +216,7 @@ function idempotencyKey(request: FastifyRequest): { value: string | null } | { e
 }
 
 export const ingestRoutes: FastifyPluginAsync<IngestOptions> = async (app, options) => {
-  const { writer, verifier, usage } = options
+  const { writer, verifier, usage, guardrails } = options
   const timeBounds = boundsOfDays(options.maxEventAgeDays ?? DEFAULT_MAX_EVENT_AGE_DAYS)
 
   // Wrong methods are answered before any key is checked.
@@ -258,14 +261,20 @@ export const ingestRoutes: FastifyPluginAsync<IngestOptions> = async (app, optio
         const errors = [...(result.ok ? [] : result.errors), ...('errors' in idem ? idem.errors : [])]
         if (!result.ok || 'errors' in idem) throw problems.invalidFields(errors)
         const idemKey = idem.value
+        const input = result.value
+        // Synchronous for an account without guardrails (cached): no await, nothing allocated.
+        const asked = guardrails.brokenBy(key.accountId, input, receivedAt)
+        const broken = asked instanceof Promise ? await asked : asked
         const outcome = await writer.record({
           accountId: key.accountId,
           apiKeyId: key.id,
           apiKeyName: key.name,
           source,
-          input: result.value,
+          input,
           idempotencyKey: idemKey,
           receivedAt,
+          guardrails: broken,
+          clientAddress: input.overrideReason ? request.ip : null,
         })
         usage.touch(key.id, receivedAt)
         options.outages.recovered(request.log)

@@ -10,35 +10,24 @@ import {
   saveServiceMetaAudited,
   setStallMinutesAudited,
 } from '../../domain/board/commands.js'
-import {
-  environmentListing,
-  isEnvironmentMove,
-  serviceEnvironments,
-} from '../../domain/board/environments.js'
+import { environmentListing, isEnvironmentMove } from '../../domain/board/environments.js'
+import { readBoardGuards } from '../../domain/board/guard-reads.js'
 import { readBoardInstant } from '../../domain/board/instant.js'
 import { boardRows } from '../../domain/board/rows.js'
 import { boardSettings, parseStallMinutes } from '../../domain/board/settings.js'
-import { deploymentDetails } from '../../domain/deployments/details.js'
-import { serviceTimeline } from '../../domain/deployments/queries.js'
-import { durationMs, outcomeAt } from '../../domain/deployments/rules.js'
-import { renamedTo } from '../../domain/names/rename.js'
 import { getRetention } from '../../domain/operations/retention.js'
 import { counted } from '../../domain/plural.js'
-import { checkServiceMeta, listServiceMeta, serviceExists, serviceMeta } from '../../domain/services.js'
+import { checkServiceMeta, listServiceMeta, serviceExists } from '../../domain/services.js'
 import { type SessionUser, takeFlash } from '../../domain/sessions.js'
-import { MAX_ID, parseWholeNumber } from '../../domain/whole-numbers.js'
 import { textProblem } from '../../text-rules.js'
 import { errorPage } from '../../views/auth-pages.js'
-import { boardPage, DOT_NAME_SEGMENT, servicePath } from '../../views/board-page.js'
-import { type ServicePageData, servicePage, type TimelineSection } from '../../views/service-page.js'
+import { boardPage, servicePath } from '../../views/board-page.js'
 import { FRESH } from '../plugins/fresh-deployments.js'
-import { HttpProblem } from '../problem.js'
 import { auditSource } from './audit-context.js'
 import { boardRowRoute } from './board-row-route.js'
 import type { UiContext } from './context.js'
-
-/** Deployments per environment and page on a service's page. */
-export const TIMELINE_PAGE = 20
+import { noSuchService, renderService, serviceName, single } from './service-render.js'
+import { versionRoutes } from './version-routes.js'
 
 // Query values are text, or a list when repeated (refused below, by name); others are ignored.
 const QueryValue = Type.Optional(Type.Union([Type.String(), Type.Array(Type.String())]))
@@ -65,36 +54,12 @@ const StallBody = Type.Object({ _csrf: text(200), minutes: text(40) })
 const CsrfBody = Type.Object({ _csrf: text(200) })
 /** The service fields an audit entry compares, before and after. */
 
-const invalid = (detail: string) => new HttpProblem(422, 'invalid-query', 'Invalid address', detail)
-
-/** One query value as text: undefined when absent, a 422 when it was given more than once. */
-function single(query: Record<string, unknown>, name: string): string | undefined {
-  const value = query[name]
-  if (value === undefined) return undefined
-  if (typeof value !== 'string') throw invalid(`Give "${name}" once.`)
-  return value
-}
-
-/** The service a path names: its one segment, or the `name` query under the dot-name segment. */
-function serviceName(segment: string, query: unknown): string {
-  if (segment !== DOT_NAME_SEGMENT) return segment
-  const name = (query as Record<string, unknown> | undefined)?.name
-  return name === '.' || name === '..' ? name : segment
-}
-
-const noSuchService = () =>
-  new HttpProblem(
-    404,
-    'not-found',
-    'No such service',
-    'This account has recorded no deployment of that service.',
-  )
-
 export const boardRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app, ctx) => {
   const { db } = ctx.database
 
   const admin = (request: FastifyRequest, reply: FastifyReply) => ctx.requireAdmin(request, reply)
   await app.register(boardRowRoute, ctx)
+  await app.register(versionRoutes, ctx)
 
   app.get('/services', async (request, reply) => {
     const q = request.url.indexOf('?')
@@ -130,6 +95,13 @@ export const boardRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app, ctx
       ...(team ? { team } : {}),
       ...(name ? { name } : {}),
     })
+    const guards = await readBoardGuards(db, user.accountId, {
+      rows,
+      cells,
+      environments: environments.visible,
+      at,
+      now,
+    })
     const teamNames = [...new Set(metas.map((m) => m.team).filter((t): t is string => t !== null))].sort()
     return ctx.page(
       reply,
@@ -138,6 +110,7 @@ export const boardRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app, ctx
         csrfToken: ctx.csrfToken(request, reply),
         environments: environments.visible,
         rows,
+        guards,
         at,
         atForm: { text: atText, ...(asked.zone ? { zone: asked.zone } : {}), error: asked.error ?? null },
         firstDeployment,
@@ -157,84 +130,6 @@ export const boardRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app, ctx
     reply.redirect(servicePath(serviceName(request.params.service, request.query)), 301),
   )
 
-  const renderService = async (
-    request: FastifyRequest,
-    reply: FastifyReply,
-    user: SessionUser,
-    service: string,
-    query: Record<string, unknown>,
-    extra: Pick<ServicePageData, 'errors'> & Partial<Pick<ServicePageData, 'notice' | 'form'>>,
-    status = 200,
-  ) => {
-    const environmentParam = single(query, 'environment')
-    const beforeParam = single(query, 'before')
-    let before: number | undefined
-    if (beforeParam !== undefined && beforeParam !== '') {
-      before = parseWholeNumber(beforeParam, 0, MAX_ID)
-      if (before === undefined) throw invalid('"before" must be a deployment id (a whole number).')
-    }
-    if (!(await serviceExists(db, user.accountId, service))) {
-      // A renamed or merged service: its old page's links and bookmarks lead to the new name.
-      const renamed =
-        request.method === 'GET' ? await renamedTo(db, user.accountId, 'service', service) : null
-      if (renamed === null) throw noSuchService()
-      const q = request.url.indexOf('?')
-      const kept = new URLSearchParams(q === -1 ? '' : request.url.slice(q + 1))
-      kept.delete('name')
-      return reply.redirect(servicePath(renamed, '', Object.fromEntries(kept)), 301)
-    }
-    const [meta, environments, settings] = await Promise.all([
-      serviceMeta(db, user.accountId, service),
-      serviceEnvironments(db, user.accountId, service),
-      boardSettings(db, user.accountId),
-    ])
-    const environment = environmentParam === undefined || environmentParam === '' ? null : environmentParam
-    if (environment !== null && !environments.includes(environment)) {
-      throw new HttpProblem(
-        404,
-        'not-found',
-        'No such environment',
-        'This service has no deployments in that environment.',
-      )
-    }
-    // Paging ("before") applies to one environment: without one, each shows its newest page.
-    const shown = environment === null ? environments : [environment]
-    const now = Date.now()
-    const stallMs = settings.stallMinutes * 60_000
-    const sections: TimelineSection[] = []
-    for (const env of shown) {
-      const page = await serviceTimeline(db, user.accountId, service, {
-        environment: env,
-        limit: TIMELINE_PAGE + 1,
-        ...(environment !== null && before !== undefined ? { beforeId: before } : {}),
-      })
-      const more = page.length > TIMELINE_PAGE
-      const rows = page.slice(0, TIMELINE_PAGE)
-      const details = await deploymentDetails(db, user.accountId, rows)
-      const last = rows.at(-1)
-      sections.push({
-        environment: env,
-        deployments: rows.map((d) => ({
-          deployment: d,
-          outcome: outcomeAt(d, now, stallMs),
-          durationMs: durationMs(d),
-          details: details.get(d.id),
-        })),
-        olderHref:
-          more && last ? servicePath(service, '', { environment: env, before: String(last.id) }) : null,
-        newestHref:
-          environment !== null && before !== undefined
-            ? servicePath(service, '', { environment: env })
-            : null,
-      })
-    }
-    return ctx.page(
-      reply,
-      servicePage({ user, csrfToken: ctx.csrfToken(request, reply), meta, sections, environment, ...extra }),
-      status,
-    )
-  }
-
   app.get(
     '/services/:service/',
     { schema: { params: ServiceParams, querystring: ServiceQuery }, ...FRESH },
@@ -243,6 +138,7 @@ export const boardRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app, ctx
       if (!user) return reply
       const flash = await takeFlash(db, user)
       return renderService(
+        ctx,
         request,
         reply,
         user,
@@ -280,7 +176,7 @@ export const boardRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app, ctx
           runbook_url: b.runbook_url ?? '',
           dashboard_url: b.dashboard_url ?? '',
         }
-        return renderService(request, reply, user, service, {}, { errors: checked.errors, form }, 422)
+        return renderService(ctx, request, reply, user, service, {}, { errors: checked.errors, form }, 422)
       }
       await saveServiceMetaAudited(db, user.accountId, service, checked.meta, auditSource(request, user))
       return ctx.redirectWithFlash(reply, user, servicePath(service), {

@@ -1,10 +1,11 @@
 // One row of the live board (/services/): public/app.js fetches it when a deployment of the service
-// arrives over the stream, so the updated cells are the ones the page draws (sender, alerts, and the
-// "≠" drift marks, which depend on the whole row).
+// arrives over the stream, so the updated cells are the ones the page draws (sender, alerts, the
+// "≠" drift marks, which depend on the whole row, and the guardrail marks).
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
 import { boardCells } from '../../domain/board/cells.js'
 import { environmentListing } from '../../domain/board/environments.js'
+import { readBoardGuards } from '../../domain/board/guard-reads.js'
 import { boardRows } from '../../domain/board/rows.js'
 import { boardSettings } from '../../domain/board/settings.js'
 import { serviceMeta } from '../../domain/services.js'
@@ -38,6 +39,14 @@ export const boardRowRoute: FastifyPluginAsyncTypebox<UiContext> = async (app, c
     // Nothing to draw (no deployment in a shown environment, or another account's name): the page
     // offers a reload instead.
     if (!row) return ctx.page(reply, html``, 404)
-    return ctx.page(reply, boardRowHtml(row, environments.visible, now))
+    // The same marks as the page's row: locks on the service, bad versions, flagged deployments.
+    const guards = await readBoardGuards(db, user.accountId, {
+      rows: [row],
+      cells: mine,
+      environments: environments.visible,
+      at: null,
+      now,
+    })
+    return ctx.page(reply, boardRowHtml(row, environments.visible, now, guards))
   })
 }

@@ -15,6 +15,7 @@ import { badgeRoutes } from './badge-routes.js'
 import { boardRoutes } from './board-routes.js'
 import { cookiePolicy, createUiContext, csrfUserInfo, type UiOptions } from './context.js'
 import { deploymentRoutes } from './deployment-routes.js'
+import { guardrailRoutes } from './guardrail-routes.js'
 import { insightsRoutes } from './insights-routes.js'
 import { logsRoutes } from './logs-routes.js'
 import { namesRoutes } from './names-routes.js'
@@ -124,6 +125,7 @@ export const uiRoutes: FastifyPluginAsync<UiOptions> = async (app: FastifyInstan
   await app.register(ssoRoutes, ctx)
   await app.register(auditRoutes, ctx)
   await app.register(retentionRoutes, ctx)
+  await app.register(guardrailRoutes, ctx)
 
   const readOnly = [
     '/',
@@ -149,6 +151,8 @@ export const uiRoutes: FastifyPluginAsync<UiOptions> = async (app: FastifyInstan
     '/settings/audit/',
     '/settings/audit/export.csv',
     '/settings/audit/export.json',
+    '/settings/guardrails',
+    '/settings/guardrails/',
   ]
   for (const path of readOnly) methodNotAllowed(app, path, ['GET', 'HEAD'])
   for (const path of ['/setup', '/login', '/logout', '/account/password', '/settings/webhooks']) {
@@ -167,6 +171,14 @@ export const uiRoutes: FastifyPluginAsync<UiOptions> = async (app: FastifyInstan
     '/deployments/:id/incident',
     '/deployments/:id/incident/remove',
     '/deployments/:id/fixed',
+    '/settings/guardrails/locks',
+    '/settings/guardrails/locks/:id/unlock',
+    '/settings/guardrails/freezes',
+    '/settings/guardrails/freezes/:id/remove',
+    '/settings/guardrails/promotions',
+    '/settings/guardrails/promotions/remove',
+    '/settings/guardrails/bad-versions',
+    '/settings/guardrails/bad-versions/good',
   ]) {
     methodNotAllowed(app, path, ['POST'])
   }
