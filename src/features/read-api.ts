@@ -4,6 +4,7 @@
 import type { FastifyInstance } from 'fastify'
 import fp from 'fastify-plugin'
 import { getRoutes } from '../http/api/get-routes.js'
+import { incidentRoutes } from '../http/api/incident-routes.js'
 import type { ReadOptions } from '../http/api/read-auth.js'
 import { readRoutes } from '../http/api/read-routes.js'
 
@@ -24,6 +25,7 @@ export const readApi = fp(
   async (app) => {
     await app.register(readRoutes, readOptionsOf(app))
     await app.register(getRoutes, readOptionsOf(app))
+    await app.register(incidentRoutes, readOptionsOf(app))
   },
   { name: 'read-api', dependencies: ['platform', 'keys', 'deployments'] },
 )

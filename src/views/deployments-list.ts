@@ -34,6 +34,11 @@ function windowPairs(q: WindowQuery): [string, string][] {
   return pairs
 }
 
+/** A deployment's own page (its facts and incident mark). */
+export function deploymentPath(id: number): string {
+  return `/deployments/${id}/`
+}
+
 /** /insights/ for a window (names of services and environments encoded, whatever they hold). */
 export function insightsHref(q: WindowQuery): string {
   return `/insights/?${new URLSearchParams(windowPairs(q)).toString()}`
@@ -57,6 +62,12 @@ export const KIND_TITLES: Record<ListKind, string> = {
   restore: 'Time to restore',
   duration: 'Deployment duration',
   lead_time: 'Lead time',
+  incident: 'Marked as having caused an incident',
+  freeze: 'Deployed during a freeze',
+  lock: 'Deployed into a locked environment',
+  bad_version: 'Deployed a version marked bad',
+  promotion: 'Deployed against a promotion rule',
+  override: 'Deployed with the check overridden',
 }
 
 const KIND_EXPLAINED: Record<ListKind, string> = {
@@ -71,6 +82,15 @@ const KIND_EXPLAINED: Record<ListKind, string> = {
   duration: 'Each finished deployment that was not instant, from its start (Deploying) to its finish.',
   lead_time:
     'Each succeeded deployment, from its commit (when its events carry commit_time) or else from the start of the first deployment of its version of the service (in any environment), to its finish here.',
+  incident:
+    'Deployments that finished in the window and were marked as having caused an incident. A marked success counts as a failure in change failure rate; its time to restore runs to the fix the mark names, else to the next success.',
+  freeze:
+    'Deployments that finished in the window whose events arrived during a freeze window (recorded all the same).',
+  lock: 'Deployments that finished in the window whose events arrived while the environment (or the service in it) was locked.',
+  bad_version: 'Deployments that finished in the window whose events carried a version marked bad.',
+  promotion: 'Deployments that finished in the window whose events broke a promotion rule.',
+  override:
+    'Deployments that finished in the window whose events were sent with the check overridden (shiplog-deploy --force --reason).',
 }
 
 export interface DeploymentsListData {
@@ -83,6 +103,8 @@ export interface DeploymentsListData {
   rows: ListedDeployment[]
   /** Commit, CI link and description of the rows, by deployment id (absent: their events had none). */
   details: ReadonlyMap<number, DeploymentDetails>
+  /** The rows marked as having caused an incident, by deployment id. */
+  incidents: ReadonlySet<number>
   /** Every row the figure counted; `rows` may hold fewer (the bound). */
   total: number
   limit: number
@@ -94,8 +116,9 @@ function outcomeLabel(d: Deployment): SafeHtml {
   return html`<span class="badge outcome-open">open</span>`
 }
 
-function marks(d: Deployment): SafeHtml[] {
+function marks(d: Deployment, incident: boolean): SafeHtml[] {
   const out: SafeHtml[] = []
+  if (incident) out.push(html`<span class="mark incident-mark">incident</span>`)
   if (d.rollback) out.push(html`<span class="mark">↩ rollback</span>`)
   if (d.rolledBack) out.push(html`<span class="mark">rolled back</span>`)
   if (d.instant) out.push(html`<span class="mark">instant</span>`)
@@ -134,11 +157,11 @@ export function deploymentsListPage(d: DeploymentsListData): SafeHtml {
   const rows = d.rows.map(
     (r) => html`<tr data-deployment-id="${r.deployment.id}">
       <td class="mono">${r.deployment.version}</td>
-      <td>${r.deployment.service}</td>
+      <td>${r.deployment.service} <a href="${deploymentPath(r.deployment.id)}" aria-label="Deployment #${r.deployment.id}: its page and incident mark">#${r.deployment.id}</a></td>
       <td>${timeTag(r.deployment.startedAt)}</td>
       <td>${r.deployment.finishedAt === null ? '—' : timeTag(r.deployment.finishedAt)}</td>
       <td class="num">${clockSkewed(r.deployment) ? CLOCK_SKEW : formatDuration(durationMs(r.deployment))}</td>
-      <td>${outcomeLabel(r.deployment)} ${marks(r.deployment)}${flagged(d.details.get(r.deployment.id))}</td>
+      <td>${outcomeLabel(r.deployment)} ${marks(r.deployment, d.incidents.has(r.deployment.id))}${flagged(d.details.get(r.deployment.id))}</td>
       ${measured ? html`<td>${measuredTo(r, d.kind)}</td>` : ''}
       ${detailsCell(d.details.get(r.deployment.id))}
     </tr>`,

@@ -2,7 +2,7 @@
 // numerator, denominator and a link to what it counted; charts per local day and their numbers.
 
 import { type DataCoverage, frequencyPerDay } from '../domain/deployments/coverage.js'
-import type { DayBucket, InsightsWindow, ListKind } from '../domain/deployments/insights.js'
+import type { DayBucket, FlagCounts, InsightsWindow, ListKind } from '../domain/deployments/insights.js'
 import type { Metrics, Spread } from '../domain/deployments/metrics.js'
 import type { FieldError } from '../domain/events/event.js'
 import type { SessionUser } from '../domain/sessions.js'
@@ -10,6 +10,7 @@ import { lineChart, NARROW, type Series, stackedBarChart, WIDE } from './charts.
 import { deploymentsListHref, type WindowQuery } from './deployments-list.js'
 import { durationScale, formatAxisDuration, formatDuration } from './duration.js'
 import { html, type SafeHtml } from './html.js'
+import { failureNumerator, failureRateMarks, guardrailFigure, restoreMarks } from './insights-marks.js'
 import { layout, timeTag } from './layout.js'
 
 export interface InsightsResult {
@@ -17,6 +18,8 @@ export interface InsightsResult {
   window: InsightsWindow
   metrics: Metrics
   buckets: DayBucket[]
+  /** How many finished deployments carry each guardrail flag (SPEC §11). */
+  flags: FlagCounts
   /** The window's days the account's data covers (first event or retention cut-off, up to now). */
   coverage: DataCoverage
 }
@@ -141,8 +144,9 @@ function figures(r: InsightsResult): SafeHtml {
           ? html`<p class="figure-value none">No value</p>
             <p class="figure-sum">Nothing finished in this window (0 succeeded, 0 failed), so there is nothing to divide by.</p>`
           : html`<p class="figure-value">${Math.round(rate * 100)} <span class="unit">%</span></p>
-            <p class="figure-sum">(${link(q, 'failed', `${failed} failed`)} + ${link(q, 'rolled_back', `${rolledBack} rolled back`)}) ÷ (${link(q, 'succeeded', `${succeeded} succeeded`)} + ${failed} failed) = ${Math.round(rate * 100)} %</p>`
+            <p class="figure-sum">(${failureNumerator(q, m)}) ÷ (${link(q, 'succeeded', `${succeeded} succeeded`)} + ${failed} failed) = ${Math.round(rate * 100)} %</p>`
       }
+      ${failureRateMarks(q, m)}
     </section>
     <section class="figure" id="figure-restore" aria-labelledby="h-restore">
       <h3 id="h-restore">Time to restore</h3>
@@ -151,10 +155,11 @@ function figures(r: InsightsResult): SafeHtml {
         'restore',
         restore.spread,
         'restored deployments',
-        failed + rolledBack === 0
+        failed + rolledBack + m.incidents.failures.length === 0
           ? 'Nothing failed or was rolled back in this window.'
           : 'Nothing that failed or was rolled back here has been restored yet.',
       )}
+      ${restoreMarks(q, m)}
       ${unrestored > 0 ? html`<p class="figure-sum">${link(q, 'restore', `${unrestored} not restored yet`)} (not counted)</p>` : ''}
       ${skewNote(restore.skewed.length)}
     </section>
@@ -175,6 +180,7 @@ function figures(r: InsightsResult): SafeHtml {
       <p class="hint" id="lead-time-from">${leadTimeFrom(m.leadTime.from)}</p>
       ${skewNote(m.leadTime.skewed.length)}
     </section>
+    ${guardrailFigure(q, m, r.flags)}
   </div>
   <p class="hint" id="spread-rule"><strong>Median</strong>: the middle value when the values are sorted; for an even count, the mean of the two middle values. <strong>p90</strong>: the nearest rank, the value at position ⌈0.9 × n⌉ in ascending order (so always a measured value, with at least 90 % of the values at or below it).</p>`
 }

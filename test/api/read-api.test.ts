@@ -94,6 +94,7 @@ test('deployments: values of a known history (succeeded, instant failed, stalled
     deployer: 'ann',
     api_key_name: 'ci',
     event_ids: [ids[0], ids[1]],
+    incident: null,
   })
   const failed = byVersion(WEB, 'prod', '1.1')
   assert.equal(failed?.outcome, 'failed')

@@ -258,6 +258,9 @@ test('every state-changing route of the app, found from its route table, refuses
   }
   assert.deepEqual(forms.sort(), [
     'POST /account/password',
+    'POST /deployments/:id/fixed',
+    'POST /deployments/:id/incident',
+    'POST /deployments/:id/incident/remove',
     'POST /login',
     'POST /logout',
     'POST /services/:service/delete',

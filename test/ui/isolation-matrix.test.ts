@@ -332,6 +332,12 @@ async function snapshotOfA(w: Pick<World, 'ctx' | 'a'>): Promise<unknown> {
       .orderBy('id')
       .execute(),
     // --- end webhooks ---
+    incidents: await db
+      .selectFrom('deployment_incidents')
+      .selectAll()
+      .where('account_id', '=', accountId)
+      .orderBy('deployment_id')
+      .execute(),
     // --- guardrails ---
     locks: await db.selectFrom('environment_locks').selectAll().where('account_id', '=', accountId).execute(),
     freezes: await db.selectFrom('freeze_windows').selectAll().where('account_id', '=', accountId).execute(),
@@ -685,6 +691,9 @@ const exportEntry = (format: 'csv' | 'json'): Entry => ({
     }),
 })
 
+/** A's first event, which opened one of A's deployments (its id is the deployment's). */
+const aDeployment = (w: World) => Math.min(...w.aEventIds)
+
 const PUBLIC_REASON = 'public: the same fixed answer for everyone, holding no account data'
 
 /** /api/v1/events and /deployments: 401 without a key, 403 for an ingest-only key, B's rows only. */
@@ -989,6 +998,47 @@ const MATRIX: Record<string, Entry> = {
         ),
       ]
     },
+  },
+
+  'GET /deployments/:id': {
+    why: 'a redirect to /deployments/<id>/; reads nothing',
+    cases: (w) =>
+      from(
+        {
+          anonymous: redirect(`/deployments/${aDeployment(w)}/`, 301),
+          bAdmin: redirect(`/deployments/${aDeployment(w)}/`, 301),
+        },
+        { url: `/deployments/${aDeployment(w)}` },
+      ),
+  },
+  'GET /deployments/:id/': {
+    why: "a deployment's page shows the caller's own account's deployments only: A's is unknown to B",
+    cases: (w) =>
+      from({ ...outsiders(false), bAdmin: status(404) }, { url: `/deployments/${aDeployment(w)}/` }),
+  },
+  'POST /deployments/:id/incident': {
+    why: "admins only, and only their own account's deployments: A's is unknown to B",
+    cases: (w) =>
+      from(
+        { ...outsiders(true), aMember: status(403), bAdmin: status(404) },
+        { url: `/deployments/${aDeployment(w)}/incident`, form: { note: 'beta-took-it' } },
+      ),
+  },
+  'POST /deployments/:id/incident/remove': {
+    why: "admins only, and only their own account's deployments: A's is unknown to B",
+    cases: (w) =>
+      from(
+        { ...outsiders(true), aMember: status(403), bAdmin: status(404) },
+        { url: `/deployments/${aDeployment(w)}/incident/remove`, form: {} },
+      ),
+  },
+  'POST /deployments/:id/fixed': {
+    why: "admins only, and only their own account's deployments: A's is unknown to B",
+    cases: (w) =>
+      from(
+        { ...outsiders(true), aMember: status(403), bAdmin: status(404) },
+        { url: `/deployments/${aDeployment(w)}/fixed`, form: { incident: String(aDeployment(w)) } },
+      ),
   },
 
   'GET /services': {
@@ -1326,6 +1376,23 @@ const MATRIX: Record<string, Entry> = {
         ),
       ]
     },
+  },
+  // ---- incident marks (issue 27): A's deployments are unknown to B, whoever asks ----
+  'POST /api/v1/deployments/:id/incident': {
+    why: "an ingest key or an admin's JSON session of the account; A's deployment is unknown to B; A's member is no admin",
+    cases: (w) =>
+      from(
+        { anonymous: status(401), bKey: status(404), bAdmin: status(404), aMember: status(403) },
+        { url: `/api/v1/deployments/${aDeployment(w)}/incident`, json: { note: 'beta-took-it' } },
+      ),
+  },
+  'DELETE /api/v1/deployments/:id/incident': {
+    why: "as marking: A's deployment is unknown to B; A's member is no admin",
+    cases: (w) =>
+      from(
+        { anonymous: status(401), bKey: status(404), bAdmin: status(404), aMember: status(403) },
+        { url: `/api/v1/deployments/${aDeployment(w)}/incident` },
+      ),
   },
   'GET /api/v1/check': {
     why: "B's check applies B's guardrails only: A's lock on prod and A's bad version acme-3 do not exist for B",

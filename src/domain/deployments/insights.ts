@@ -3,6 +3,7 @@
 // window's metrics in the viewer's time zone (pure functions, tested without a database).
 import type { Kysely } from 'kysely'
 import type { DB } from '../../db/schema.js'
+import { GUARDRAIL_RULES, type GuardrailRule } from '../../text-rules.js'
 import { environmentListing } from '../board/environments.js'
 import { daysFrom, isDate, parseDate } from '../instants.js'
 import { localDate } from '../time-zones.js'
@@ -166,6 +167,10 @@ export function dayBuckets(metrics: Metrics, days: readonly Day[]): DayBucket[] 
   })
 }
 
+/** The guardrail lists: deployments whose events broke a rule (SPEC §11), or were sent with --force. */
+export const FLAG_KINDS = ['freeze', 'lock', 'bad_version', 'promotion', 'override'] as const
+export type FlagKind = (typeof FLAG_KINDS)[number]
+
 /** The lists a figure links to (SPEC §6.2: every figure links to what it counted). */
 export const LIST_KINDS = [
   'finished',
@@ -175,8 +180,76 @@ export const LIST_KINDS = [
   'restore',
   'duration',
   'lead_time',
+  'incident',
+  ...FLAG_KINDS,
 ] as const
 export type ListKind = (typeof LIST_KINDS)[number]
+
+/** What a deployment's events carried (SPEC §11): the rules they broke, and whether one overrode the check. */
+export interface GuardrailFlags {
+  rules: Set<GuardrailRule>
+  overridden: boolean
+}
+
+/** How many counted deployments carry each flag. */
+export type FlagCounts = Record<FlagKind, number>
+
+function hasFlag(flags: GuardrailFlags | undefined, kind: FlagKind): boolean {
+  if (!flags) return false
+  return kind === 'override' ? flags.overridden : flags.rules.has(kind)
+}
+
+/**
+ * The flags of the given deployments, by deployment id (those without any are left out). Flagged
+ * events are few: the partial index on them is walked over the span of the deployments' event ids.
+ */
+export async function guardrailFlagsOf(
+  db: Kysely<DB>,
+  accountId: number,
+  deployments: readonly Deployment[],
+): Promise<Map<number, GuardrailFlags>> {
+  const out = new Map<number, GuardrailFlags>()
+  const owner = new Map<number, number>()
+  let low = Number.POSITIVE_INFINITY
+  let high = 0
+  for (const d of deployments) {
+    for (const id of d.eventIds) {
+      owner.set(id, d.id)
+      if (id < low) low = id
+      if (id > high) high = id
+    }
+  }
+  if (owner.size === 0) return out
+  const rows = await db
+    .selectFrom('events')
+    .select(['id', 'guardrails', 'override_reason'])
+    .where('account_id', '=', accountId)
+    .where((eb) => eb.or([eb('guardrails', 'is not', null), eb('override_reason', 'is not', null)]))
+    .where('id', '>=', low)
+    .where('id', '<=', high)
+    .execute()
+  for (const r of rows) {
+    const deploymentId = owner.get(Number(r.id))
+    if (deploymentId === undefined) continue
+    const flags = out.get(deploymentId) ?? { rules: new Set<GuardrailRule>(), overridden: false }
+    for (const word of (r.guardrails ?? '').split(',')) {
+      const rule = GUARDRAIL_RULES.find((g) => g === word.trim())
+      if (rule) flags.rules.add(rule)
+    }
+    if (r.override_reason !== null) flags.overridden = true
+    out.set(deploymentId, flags)
+  }
+  return out
+}
+
+/** How many of a window's finished deployments carry each flag. */
+export function flagCounts(metrics: Metrics, flags: ReadonlyMap<number, GuardrailFlags>): FlagCounts {
+  const counts: FlagCounts = { freeze: 0, lock: 0, bad_version: 0, promotion: 0, override: 0 }
+  for (const d of [...metrics.succeeded, ...metrics.failed]) {
+    for (const kind of FLAG_KINDS) if (hasFlag(flags.get(d.id), kind)) counts[kind]++
+  }
+  return counts
+}
 
 /** One row of a list: the deployment and, for measured figures, the value and what it was measured to. */
 export interface ListedDeployment {
@@ -188,10 +261,14 @@ export interface ListedDeployment {
   unrestored: boolean
 }
 
-/** The deployments a figure counted, newest finished first, and the ids of the related ones to load. */
+/**
+ * The deployments a figure counted, newest finished first, and the ids of the related ones to load.
+ * `flags` (guardrailFlagsOf) is needed for the guardrail lists only.
+ */
 export function listFor(
   metrics: Metrics,
   kind: ListKind,
+  flags: ReadonlyMap<number, GuardrailFlags> = new Map(),
 ): { rows: ListedDeployment[]; relatedIds: number[] } {
   const plain = (list: readonly Deployment[]) =>
     list.map((deployment) => ({ deployment, measured: null, related: null, unrestored: false }))
@@ -231,6 +308,12 @@ export function listFor(
       break
     case 'lead_time':
       rows = measured(metrics.leadTime.values)
+      break
+    case 'incident':
+      rows = plain(metrics.incidents.marked)
+      break
+    default:
+      rows = plain([...metrics.succeeded, ...metrics.failed].filter((d) => hasFlag(flags.get(d.id), kind)))
       break
   }
   rows.sort(

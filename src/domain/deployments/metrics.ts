@@ -1,5 +1,6 @@
 // The delivery metrics of SPEC §6.2, each with the deployments it counted, so every figure can show
-// its numerator, its denominator and the list behind them. Pure functions over deployments.
+// its numerator, its denominator and the list behind them; incident marks (issue 27) add failures
+// and name what restored them. Pure functions over deployments.
 import { type Deployment, durationMs } from './rules.js'
 
 export const DAY_MS = 86_400_000
@@ -35,6 +36,18 @@ export interface Measured {
 
 export type LeadTimeFrom = 'commit' | 'first_deployment'
 
+/**
+ * A deployment marked as having caused an incident (deployment_incidents), and the deployment that
+ * fixed it, when one is named. Only the ids matter to the figures; link and note are for people.
+ */
+export interface IncidentMark {
+  deploymentId: number
+  fixedBy: number | null
+}
+
+/** No marks: the figures are SPEC §6.2's plain definition. */
+export const NO_MARKS: ReadonlyMap<number, IncidentMark> = new Map()
+
 export interface Metrics {
   window: MetricsWindow
   days: number
@@ -56,6 +69,15 @@ export interface Metrics {
     spread: Spread | null
     /** How many values were measured from each start (see Measured.from). */
     from: Record<LeadTimeFrom, number>
+  }
+  /** What incident marks added (all empty or zero when no counted deployment is marked). */
+  incidents: {
+    /** Counted deployments marked as having caused an incident, whatever their outcome. */
+    marked: Deployment[]
+    /** Marked successes that count as failures by their mark alone (neither failed nor rolled back). */
+    failures: Deployment[]
+    /** Time-to-restore values measured to the fix a mark names (fixed_by) rather than the next success. */
+    restoredByFix: number
   }
 }
 
@@ -79,13 +101,18 @@ export function spreadOf(values: readonly number[]): Spread | null {
 /**
  * Computes the metrics of one window. `history` holds the deployments of the window's environment
  * (and service, when one is chosen) from before, in and after the window — time to restore looks
- * past the window's end for the next success. `firstStarts` gives, for lead time, the start of the
- * first deployment of each (service, version) in any environment (see firstStartKey).
+ * past the window's end for the next success, or to the fix a mark names. `firstStarts` gives, for
+ * lead time, the start of the first deployment of each (service, version) in any environment (see
+ * firstStartKey). `marks`, by deployment id: a marked success counts as a failure (change failure
+ * rate's numerator; the denominator is unchanged) and is restored like one; a mark's fixed_by, when
+ * it names a success in `history`, is what restored the marked deployment. Without marks the
+ * figures are SPEC §6.2's, unchanged.
  */
 export function computeMetrics(
   window: MetricsWindow,
   history: readonly Deployment[],
   firstStarts: ReadonlyMap<string, { startedAt: number; id: number }>,
+  marks: ReadonlyMap<number, IncidentMark> = NO_MARKS,
 ): Metrics {
   const inScope = history.filter(
     (d) => d.environment === window.environment && (window.service === null || d.service === window.service),
@@ -97,6 +124,8 @@ export function computeMetrics(
   const succeeded = counted.filter((d) => d.result === 'succeeded')
   const failed = counted.filter((d) => d.result === 'failed')
   const rolledBack = succeeded.filter((d) => d.rolledBack)
+  const marked = marks.size === 0 ? [] : counted.filter((d) => marks.has(d.id))
+  const markedFailures = marked.filter((d) => d.result === 'succeeded' && !d.rolledBack)
   const days = (window.to - window.from) / DAY_MS
   const finished = succeeded.length + failed.length
 
@@ -113,8 +142,10 @@ export function computeMetrics(
   const restoreValues: Measured[] = []
   const unrestored: Deployment[] = []
   const restoreSkewed: Deployment[] = []
-  for (const d of [...failed, ...rolledBack].sort((a, b) => a.id - b.id)) {
-    const restoredBy = nextSuccess(successes.get(d.service) ?? [], d)
+  let restoredByFix = 0
+  for (const d of [...failed, ...rolledBack, ...markedFailures].sort((a, b) => a.id - b.id)) {
+    const fix = markedFix(inScope, marks.get(d.id))
+    const restoredBy = fix ?? nextSuccess(successes.get(d.service) ?? [], d)
     if (!restoredBy || restoredBy.finishedAt === null || d.finishedAt === null) {
       unrestored.push(d)
       continue
@@ -124,6 +155,7 @@ export function computeMetrics(
       restoreSkewed.push(d)
       continue
     }
+    if (fix) restoredByFix++
     restoreValues.push({
       deploymentId: d.id,
       valueMs: restoredBy.finishedAt - d.finishedAt,
@@ -183,7 +215,8 @@ export function computeMetrics(
     failed,
     rolledBack,
     deploymentFrequencyPerDay: days > 0 ? succeeded.length / days : 0,
-    changeFailureRate: finished === 0 ? null : (failed.length + rolledBack.length) / finished,
+    changeFailureRate:
+      finished === 0 ? null : (failed.length + rolledBack.length + markedFailures.length) / finished,
     timeToRestore: {
       values: restoreValues,
       unrestored,
@@ -201,7 +234,15 @@ export function computeMetrics(
       spread: spreadOf(leadValues.map((v) => v.valueMs)),
       from: leadFrom,
     },
+    incidents: { marked, failures: markedFailures, restoredByFix },
   }
+}
+
+/** The fix a mark names, when it is a success among the deployments at hand (else: the next success). */
+function markedFix(inScope: readonly Deployment[], mark: IncidentMark | undefined): Deployment | null {
+  if (mark === undefined || mark.fixedBy === null) return null
+  const fix = inScope.find((d) => d.id === mark.fixedBy)
+  return fix !== undefined && fix.result === 'succeeded' && fix.finishedAt !== null ? fix : null
 }
 
 /**

@@ -3,7 +3,14 @@
 // the board's reads are in ../board/.
 import type { Kysely } from 'kysely'
 import type { DB, DeploymentRow } from '../../db/schema.js'
-import { computeMetrics, firstStartKey, type Metrics, type MetricsWindow } from './metrics.js'
+import { marksInWindow } from './incident-store.js'
+import {
+  computeMetrics,
+  firstStartKey,
+  type IncidentMark,
+  type Metrics,
+  type MetricsWindow,
+} from './metrics.js'
 import { cachePerHandle, derivedGeneration } from './read-cache.js'
 import type { Deployment, DeploymentOutcome } from './rules.js'
 import { rowToDeployment } from './store.js'
@@ -31,8 +38,10 @@ export async function serviceTimeline(
 
 /**
  * The metrics of one window (SPEC §6.2), remembered while the derivation's generation stands
- * (read-cache.ts): they depend on the stored deployments only, not on the clock. The result is
- * shared between callers and must not be changed.
+ * (read-cache.ts): they depend on the stored deployments and incident marks only, not on the
+ * clock. The window's marks are read on every call (an index walk over the account's few marks)
+ * and are part of the key, so a mark made or removed by any instance is seen at once without
+ * moving the generation. The result is shared between callers and must not be changed.
  */
 export async function metricsForWindow(
   db: Kysely<DB>,
@@ -40,21 +49,32 @@ export async function metricsForWindow(
   window: MetricsWindow,
 ): Promise<Metrics> {
   const generation = await derivedGeneration(db)
+  const marks = await marksInWindow(db, accountId, window)
   // JSON keeps names with any character apart (no separator can be confused with a name).
-  const key = JSON.stringify([accountId, window.environment, window.service, window.from, window.to])
-  return metricsCache(db).get(key, generation, () => metricsForWindowUncached(db, accountId, window))
+  const key = JSON.stringify([
+    accountId,
+    window.environment,
+    window.service,
+    window.from,
+    window.to,
+    ...(marks.size === 0 ? [] : [[...marks.values()].map((m) => [m.deploymentId, m.fixedBy])]),
+  ])
+  return metricsCache(db).get(key, generation, () => metricsForWindowUncached(db, accountId, window, marks))
 }
 
 /**
  * The plain computation metricsForWindow remembers: from the stored deployments, those that
  * finished in the window, the success that restored each failure (which may come after the
- * window), and where each counted version first started.
+ * window, or be the fix a mark names), and where each counted version first started. `marks`:
+ * the window's incident marks, read here when not given.
  */
 export async function metricsForWindowUncached(
   db: Kysely<DB>,
   accountId: number,
   window: MetricsWindow,
+  given?: ReadonlyMap<number, IncidentMark>,
 ): Promise<Metrics> {
+  const marks = given ?? (await marksInWindow(db, accountId, window))
   // Each success comes with where its version first started (lead time): one primary-key lookup
   // per row in the same statement, where a second round of VALUES lists of 500 pairs each cost
   // half as much again as reading the window.
@@ -85,9 +105,25 @@ export async function metricsForWindowUncached(
     })
   }
 
-  // What restored each failure or rolled-back deployment: the next success in its service.
+  // What restored each failure or rolled-back (or marked) deployment: the fix its mark names, or
+  // the next success in its service.
   const restorers = new Map<number, Deployment>()
-  const needRestorer = counted.filter((d) => d.result === 'failed' || d.rolledBack)
+  const inWindowIds = new Set(counted.map((d) => d.id))
+  const fixIds = [...marks.values()].flatMap((m) =>
+    m.fixedBy === null || inWindowIds.has(m.fixedBy) ? [] : [m.fixedBy],
+  )
+  if (fixIds.length > 0) {
+    const fixes = await db
+      .selectFrom('deployments')
+      .selectAll()
+      .where('account_id', '=', accountId)
+      .where('id', 'in', fixIds)
+      .execute()
+    for (const row of fixes) restorers.set(Number(row.id), rowToDeployment(row))
+  }
+  const needRestorer = counted.filter(
+    (d) => d.result === 'failed' || d.rolledBack || (marks.has(d.id) && d.result === 'succeeded'),
+  )
   const successes = counted.filter((d) => d.result === 'succeeded')
   // A success later in the window restores it: only the latest success of each service matters.
   const lastSuccess = new Map<string, number>()
@@ -111,7 +147,7 @@ export async function metricsForWindowUncached(
     if (next) restorers.set(next.id, rowToDeployment(next))
   }
 
-  return computeMetrics(window, [...counted, ...restorers.values()], firsts)
+  return computeMetrics(window, [...counted, ...restorers.values()], firsts, marks)
 }
 
 export interface DeploymentFilter {

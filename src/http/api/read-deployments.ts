@@ -2,6 +2,7 @@
 import type { FastifyInstance } from 'fastify'
 import { type Static, Type } from 'typebox'
 import { stallMsOf } from '../../domain/board/settings.js'
+import { type Incident, incidentsOf } from '../../domain/deployments/incident-store.js'
 import { listDeployments } from '../../domain/deployments/queries.js'
 import { clockSkewed, type Deployment, durationMs, outcomeAt } from '../../domain/deployments/rules.js'
 import { FRESH } from '../plugins/fresh-deployments.js'
@@ -55,6 +56,36 @@ export const DeploymentSchema = Type.Object({
   }),
 })
 
+export const IncidentSchema = Type.Union(
+  [
+    Type.Object({
+      link: Type.Union([Type.String({ format: 'uri' }), Type.Null()], {
+        description: 'Where the incident is described.',
+        examples: ['https://status.example.com/incidents/42'],
+      }),
+      note: NullableString,
+      fixed_by: Type.Union([Type.Integer(), Type.Null()], {
+        description: 'The id of the deployment that fixed it; null while none is named.',
+        examples: [131],
+      }),
+    }),
+    Type.Null(),
+  ],
+  {
+    description:
+      'Set when it is marked as having caused an incident (POST /api/v1/deployments/{id}/incident): it then counts as a failure in change failure rate, restored by `fixed_by` when named, else by the next success.',
+  },
+)
+
+/** A mark as the API shows it. */
+export function toApiIncident(incident: Incident | undefined): Static<typeof IncidentSchema> {
+  if (!incident) return null
+  return { link: incident.link, note: incident.note, fixed_by: incident.fixedBy }
+}
+
+/** A listed deployment: the stream's shape, and its incident mark. */
+const ListedDeploymentSchema = Type.Object({ ...DeploymentSchema.properties, incident: IncidentSchema })
+
 const DeploymentsQuery = Type.Object(
   {
     service: filterText('Service name (exact).', 'App1'),
@@ -66,7 +97,10 @@ const DeploymentsQuery = Type.Object(
   },
   { additionalProperties: true },
 )
-const DeploymentsAnswer = Type.Object({ deployments: Type.Array(DeploymentSchema), next_cursor: NextCursor })
+const DeploymentsAnswer = Type.Object({
+  deployments: Type.Array(ListedDeploymentSchema),
+  next_cursor: NextCursor,
+})
 
 export function toApiDeployment(
   d: Deployment,
@@ -136,7 +170,18 @@ export function deploymentsRoute(scope: FastifyInstance, { database, cursors }: 
       const last = shown.at(-1)
       const next = more && last ? cursors.encode('deployments', last.id) : null
       linkNext(reply, request, next)
-      return { deployments: shown.map((d) => toApiDeployment(d, now, stallMs)), next_cursor: next }
+      const incidents = await incidentsOf(
+        db,
+        reader.accountId,
+        shown.map((d) => d.id),
+      )
+      return {
+        deployments: shown.map((d) => ({
+          ...toApiDeployment(d, now, stallMs),
+          incident: toApiIncident(incidents.get(d.id)),
+        })),
+        next_cursor: next,
+      }
     },
   })
 }

@@ -56,8 +56,14 @@ const MetricsAnswer = Type.Object({
   covered_to: Type.Union([Type.String({ format: 'date-time' }), Type.Null()], {
     description: 'Where it ends: `to`, or now when `to` is later.',
   }),
-  change_failure_rate: Type.Union([Type.Number(), Type.Null()]),
-  time_to_restore_ms: SpreadSchema,
+  change_failure_rate: Type.Union([Type.Number(), Type.Null()], {
+    description:
+      '(deployments_failed + rolled_back + marked successes that neither failed nor were rolled back) ÷ (deployments_succeeded + deployments_failed); null when nothing finished. Without incident marks: SPEC §6.2.',
+  }),
+  time_to_restore_ms: Type.Union(SpreadSchema.anyOf, {
+    description:
+      'Per failed, rolled-back or incident-marked deployment: from its finish to the finish of the deployment its mark names as the fix (fixed_by), else of the next success in its service and environment.',
+  }),
   duration_ms: SpreadSchema,
   lead_time_ms: SpreadSchema,
   lead_time_from: Type.Object(
@@ -67,6 +73,10 @@ const MetricsAnswer = Type.Object({
         'How many lead-time values ran from the commit (`commit_time` on its events, DORA) and how many from the start of the version’s first deployment (no commit time sent).',
     },
   ),
+  incidents_marked: Type.Integer({
+    description:
+      'Deployments counted here that are marked as having caused an incident (POST /api/v1/deployments/{id}/incident); 0 when none, and then every figure is SPEC §6.2’s plain one.',
+  }),
 })
 
 function spread(s: Spread | null): Static<typeof SpreadSchema> {
@@ -148,6 +158,7 @@ export function deliveryMetricsRoute(scope: FastifyInstance, { database }: ReadR
         duration_ms: spread(m.duration.spread),
         lead_time_ms: spread(m.leadTime.spread),
         lead_time_from: m.leadTime.from,
+        incidents_marked: m.incidents.marked.length,
       }
     },
   })

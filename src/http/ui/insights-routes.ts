@@ -11,6 +11,9 @@ import {
   dayBuckets,
   daysBetween,
   deploymentsWithIds,
+  FLAG_KINDS,
+  flagCounts,
+  guardrailFlagsOf,
   type InsightsWindow,
   isIsoDate,
   LIST_KINDS,
@@ -252,6 +255,8 @@ export const insightsRoutes: FastifyPluginAsync<UiContext> = async (plain, ctx) 
       from: read.window.from,
       to: read.window.to,
     })
+    const finished = [...metrics.succeeded, ...metrics.failed]
+    const flags = flagCounts(metrics, await guardrailFlagsOf(db, user.accountId, finished))
     return ctx.page(
       reply,
       insightsPage({
@@ -261,6 +266,7 @@ export const insightsRoutes: FastifyPluginAsync<UiContext> = async (plain, ctx) 
           window: read.window,
           metrics,
           buckets: bucketsOf(metrics, read.window),
+          flags,
           coverage: coverageOf(read.window.days, await dataStart(db, user.accountId, now), now),
         },
       }),
@@ -292,7 +298,10 @@ export const insightsRoutes: FastifyPluginAsync<UiContext> = async (plain, ctx) 
       from: read.window.from,
       to: read.window.to,
     })
-    const { rows, relatedIds } = listFor(metrics, kind)
+    const flags = (FLAG_KINDS as readonly string[]).includes(kind)
+      ? await guardrailFlagsOf(db, user.accountId, [...metrics.succeeded, ...metrics.failed])
+      : undefined
+    const { rows, relatedIds } = listFor(metrics, kind, flags)
     const shown = rows.slice(0, LIST_LIMIT)
     const related = await deploymentsWithIds(
       db,
@@ -317,6 +326,7 @@ export const insightsRoutes: FastifyPluginAsync<UiContext> = async (plain, ctx) 
           user.accountId,
           shown.map((r) => r.deployment),
         ),
+        incidents: new Set(metrics.incidents.marked.map((m) => m.id)),
         total: rows.length,
         limit: LIST_LIMIT,
       }),

@@ -14,6 +14,7 @@ import { authRoutes } from './auth-routes.js'
 import { badgeRoutes } from './badge-routes.js'
 import { boardRoutes } from './board-routes.js'
 import { cookiePolicy, createUiContext, csrfUserInfo, type UiOptions } from './context.js'
+import { deploymentRoutes } from './deployment-routes.js'
 import { guardrailRoutes } from './guardrail-routes.js'
 import { insightsRoutes } from './insights-routes.js'
 import { logsRoutes } from './logs-routes.js'
@@ -119,6 +120,7 @@ export const uiRoutes: FastifyPluginAsync<UiOptions> = async (app: FastifyInstan
   await app.register(namesRoutes, ctx)
   await app.register(badgeRoutes, ctx)
   await app.register(insightsRoutes, ctx)
+  await app.register(deploymentRoutes, ctx)
   await app.register(webhookRoutes, ctx)
   await app.register(ssoRoutes, ctx)
   await app.register(auditRoutes, ctx)
@@ -141,6 +143,8 @@ export const uiRoutes: FastifyPluginAsync<UiOptions> = async (app: FastifyInstan
     '/insights',
     '/insights/',
     '/insights/deployments',
+    '/deployments/:id',
+    '/deployments/:id/',
     '/settings/webhooks/',
     '/settings/webhooks/:id/',
     '/settings/audit',
@@ -164,6 +168,9 @@ export const uiRoutes: FastifyPluginAsync<UiOptions> = async (app: FastifyInstan
     '/settings/webhooks/:id/delete',
     '/settings/webhooks/:id/enable',
     '/settings/webhooks/:id/deliveries/:delivery/redeliver',
+    '/deployments/:id/incident',
+    '/deployments/:id/incident/remove',
+    '/deployments/:id/fixed',
     '/settings/guardrails/locks',
     '/settings/guardrails/locks/:id/unlock',
     '/settings/guardrails/freezes',

@@ -1,0 +1,242 @@
+// POST and DELETE /api/v1/deployments/{id}/incident (issue 27): a pipeline or an incident tool marks
+// a deployment as having caused an incident, names what fixed it, or removes the mark. An API key
+// with the ingest scope writes (as it records events); a signed-in admin's session may too.
+import cookie from '@fastify/cookie'
+import type { FastifyInstance, FastifyRequest } from 'fastify'
+import { type Static, Type } from 'typebox'
+import type { AuditSource } from '../../domain/audit/log.js'
+import { deploymentById } from '../../domain/deployments/incident-store.js'
+import {
+  type IncidentResult,
+  markIncident,
+  readIncidentInput,
+  unmarkIncident,
+} from '../../domain/deployments/incidents.js'
+import { findSession } from '../../domain/sessions.js'
+import { FRESH } from '../plugins/fresh-deployments.js'
+import { HttpProblem, methodNotAllowed, problems } from '../problem.js'
+import { keyActor, requestActor } from '../ui/audit-context.js'
+import { cookiePolicy } from '../ui/context.js'
+import { presentedKey, spendKeyBudget } from './ingest.js'
+import { problemResponses, READ_SECURITY } from './openapi-schemas.js'
+import type { ReadOptions } from './read-auth.js'
+import { IncidentSchema } from './read-deployments.js'
+import { insufficientScope } from './scopes.js'
+
+const PATH = '/api/v1/deployments/:id/incident'
+
+/** Who writes, for which account, named for the audit log. */
+interface IncidentWriter {
+  accountId: number
+  via: 'key' | 'session'
+  source: AuditSource
+}
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    incidentWriter: IncidentWriter | null
+  }
+}
+
+const Params = Type.Object({
+  id: Type.String({ description: 'The deployment’s id (the id of its first event).', examples: ['120'] }),
+})
+const MarkBody = Type.Object(
+  {
+    link: Type.Optional(
+      Type.Union([Type.String({ maxLength: 2000 }), Type.Null()], {
+        description:
+          'Where the incident is described: an absolute http(s) address. Absent: kept; null or empty: cleared.',
+        examples: ['https://status.example.com/incidents/42'],
+      }),
+    ),
+    note: Type.Optional(
+      Type.Union([Type.String({ maxLength: 500 }), Type.Null()], {
+        description:
+          'A short note, at most 500 characters, no control characters. Absent: kept; null: cleared.',
+        examples: ['checkout 500s for 12 minutes'],
+      }),
+    ),
+    fixed_by: Type.Optional(
+      Type.Union([Type.Integer({ minimum: 1 }), Type.Null()], {
+        description:
+          'The deployment that fixed it: a succeeded deployment of the same service and environment that finished after it. Absent: kept; null: cleared.',
+        examples: [131],
+      }),
+    ),
+  },
+  { additionalProperties: true },
+)
+const MarkAnswer = Type.Object({
+  id: Type.Integer({ description: 'The deployment.', examples: [120] }),
+  incident: IncidentSchema,
+})
+
+const PROBLEMS = problemResponses(400, 401, 403, 404, 414, 415, 422, 429, 503)
+
+/** The deployment id of the path; anything but a whole number names no deployment (404). */
+function deploymentIdOf(text: string): number {
+  const id = /^\d{1,15}$/.test(text) ? Number(text) : Number.NaN
+  if (!Number.isSafeInteger(id) || id <= 0) {
+    throw new HttpProblem(404, 'not-found', 'Not found', `This account has no deployment "${text}".`)
+  }
+  return id
+}
+
+function answerOf(id: number, result: IncidentResult): Static<typeof MarkAnswer> {
+  if (!result.ok) {
+    const detail = result.errors.map((e) => e.message).join('; ')
+    if (result.status === 404) throw new HttpProblem(404, 'not-found', 'Not found', `${detail}.`)
+    throw new HttpProblem(422, 'invalid-fields', 'Invalid incident mark', detail, { errors: result.errors })
+  }
+  const mark = result.value
+  return {
+    id,
+    incident: mark === null ? null : { link: mark.link, note: mark.note, fixed_by: mark.fixedBy },
+  }
+}
+
+/**
+ * A key decides alone (with the ingest scope; its budget is the ingest one); without a key, an
+ * admin's session. A session's writes must be JSON (a cross-site form cannot send that without the
+ * browser asking first), so a page elsewhere cannot make one.
+ */
+async function requireWriter(scope: FastifyInstance, options: ReadOptions): Promise<void> {
+  const { sessionCookie } = cookiePolicy(options.config)
+  await scope.register(cookie, { secret: options.secret })
+  scope.decorateRequest('incidentWriter', null)
+  scope.addHook('onRequest', async (request, reply) => {
+    reply.header('cache-control', 'no-store')
+    const presented = presentedKey(request)
+    if (presented === undefined) {
+      const raw = request.cookies[sessionCookie]
+      const unsigned = raw ? request.unsignCookie(raw) : undefined
+      const user =
+        unsigned?.valid && unsigned.value ? await findSession(options.database.db, unsigned.value) : undefined
+      if (!user) throw problems.missingKey()
+      if (user.mustChangePassword || user.role !== 'admin') {
+        throw new HttpProblem(
+          403,
+          'admin-only',
+          'Admins only',
+          'Only an admin of this account can mark incidents from a browser session (or use an API key with the ingest scope).',
+        )
+      }
+      const type = request.headers['content-type'] ?? ''
+      if (request.method === 'POST' && !/^application\/json\s*(;|$)/i.test(type)) {
+        throw new HttpProblem(
+          415,
+          'unsupported-media-type',
+          'Unsupported Media Type',
+          'With a browser session, send the body as application/json.',
+        )
+      }
+      request.incidentWriter = {
+        accountId: user.accountId,
+        via: 'session',
+        source: { actor: requestActor(request, user), address: request.ip },
+      }
+      return
+    }
+    const key = await options.verifier.verify(presented)
+    if (!key) throw problems.invalidKey()
+    if (!key.canIngest) throw insufficientScope('ingest')
+    await spendKeyBudget(
+      request,
+      reply,
+      options.rateLimitStore,
+      `key:${key.digest}`,
+      options.rateLimitPerMinute,
+      `send ${options.rateLimitPerMinute} requests a minute`,
+    )
+    options.usage.touch(key.id, Date.now())
+    request.incidentWriter = {
+      accountId: key.accountId,
+      via: 'key',
+      source: { actor: keyActor(key), address: request.ip },
+    }
+  })
+}
+
+function writerOf(request: FastifyRequest): IncidentWriter {
+  if (!request.incidentWriter) throw problems.missingKey()
+  return request.incidentWriter
+}
+
+export async function incidentRoutes(app: FastifyInstance, options: ReadOptions): Promise<void> {
+  const { db } = options.database
+  methodNotAllowed(app, PATH, ['POST', 'DELETE'])
+
+  await app.register(async (scope) => {
+    await requireWriter(scope, options)
+
+    scope.post(PATH, {
+      attachValidation: true,
+      ...FRESH,
+      schema: {
+        operationId: 'markIncident',
+        tags: ['ingest'],
+        summary: 'Mark a deployment as having caused an incident, or change its mark',
+        description:
+          'Marks a finished deployment as having caused an incident, with a link, a note and the deployment that fixed it; a second call changes the fields it sends and keeps the others. A marked success counts as a failure in change failure rate, and its time to restore runs to `fixed_by` (else to the next success). Needs an API key with the ingest scope, or an admin’s session (JSON body). Audited.',
+        security: READ_SECURITY,
+        params: Params,
+        body: MarkBody,
+        response: { 200: MarkAnswer, ...PROBLEMS },
+      },
+      handler: async (request) => {
+        const writer = writerOf(request)
+        const id = deploymentIdOf((request.params as { id: string }).id)
+        const body = request.body ?? {}
+        if (typeof body !== 'object' || Array.isArray(body)) {
+          throw new HttpProblem(
+            422,
+            'invalid-fields',
+            'Invalid incident mark',
+            'The body must be a JSON object.',
+            {
+              errors: [{ field: 'body', message: 'the body must be a JSON object' }],
+            },
+          )
+        }
+        const { input, errors } = readIncidentInput(body as Record<string, unknown>)
+        if (errors.length > 0) {
+          // Unknown deployment first: a 404 says more than the fields of a request about nothing.
+          const known = await deploymentById(db, writer.accountId, id)
+          if (!known)
+            throw new HttpProblem(404, 'not-found', 'Not found', `This account has no deployment #${id}.`)
+          throw new HttpProblem(
+            422,
+            'invalid-fields',
+            'Invalid incident mark',
+            errors.map((e) => e.message).join('; '),
+            {
+              errors,
+            },
+          )
+        }
+        return answerOf(id, await markIncident(db, writer.accountId, id, input, writer.source))
+      },
+    })
+
+    scope.delete(PATH, {
+      attachValidation: true,
+      ...FRESH,
+      schema: {
+        operationId: 'unmarkIncident',
+        tags: ['ingest'],
+        summary: 'Remove a deployment’s incident mark',
+        description:
+          'The deployment counts again as its outcome says (SPEC §6.2). 404 when it is unknown or not marked. Same credentials as marking. Audited.',
+        security: READ_SECURITY,
+        params: Params,
+        response: { 200: MarkAnswer, ...problemResponses(400, 401, 403, 404, 414, 415, 429, 503) },
+      },
+      handler: async (request) => {
+        const writer = writerOf(request)
+        const id = deploymentIdOf((request.params as { id: string }).id)
+        return answerOf(id, await unmarkIncident(db, writer.accountId, id, writer.source))
+      },
+    })
+  })
+}
