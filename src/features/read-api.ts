@@ -3,6 +3,7 @@
 // session).
 import type { FastifyInstance } from 'fastify'
 import fp from 'fastify-plugin'
+import { badVersionRoutes } from '../http/api/bad-version-routes.js'
 import { getRoutes } from '../http/api/get-routes.js'
 import { incidentRoutes } from '../http/api/incident-routes.js'
 import type { ReadOptions } from '../http/api/read-auth.js'
@@ -26,6 +27,10 @@ export const readApi = fp(
     await app.register(readRoutes, readOptionsOf(app))
     await app.register(getRoutes, readOptionsOf(app))
     await app.register(incidentRoutes, readOptionsOf(app))
+    await app.register(badVersionRoutes, {
+      ...readOptionsOf(app),
+      invalidate: (accountId: number) => app.guardrails.invalidate(accountId),
+    })
   },
-  { name: 'read-api', dependencies: ['platform', 'keys', 'deployments'] },
+  { name: 'read-api', dependencies: ['platform', 'keys', 'deployments', 'guardrails'] },
 )

@@ -1394,6 +1394,35 @@ const MATRIX: Record<string, Entry> = {
         { url: `/api/v1/deployments/${aDeployment(w)}/incident` },
       ),
   },
+  'GET /api/v1/bad-versions': {
+    why: "B lists B's bad versions only (none): A's acme-3 is not B's",
+    cases: (w) => {
+      const none = allOf(status(200), (res) => assert.deepEqual(res.json(), { bad_versions: [] }))
+      return [
+        ...from({ anonymous: status(401), bKey: status(403), bAdmin: none }, { url: '/api/v1/bad-versions' }),
+        ...from({ anonymous: none }, { url: '/api/v1/bad-versions', headers: { 'x-api-key': w.bReadKey } }),
+      ]
+    },
+  },
+  'POST /api/v1/bad-versions': {
+    why: "an ingest key or an admin's JSON session of the account; A's service is unknown to B (422, nothing stored); A's member is no admin",
+    cases: () =>
+      from(
+        { anonymous: status(401), bKey: status(422), bAdmin: status(422), aMember: status(403) },
+        {
+          url: '/api/v1/bad-versions',
+          json: { service: 'acme-only', version: 'acme-3', reason: 'beta-took-it' },
+        },
+      ),
+  },
+  'DELETE /api/v1/bad-versions': {
+    why: "as marking: A's bad version is not B's to take off (404); A's member is no admin",
+    cases: () =>
+      from(
+        { anonymous: status(401), bKey: status(404), bAdmin: status(404), aMember: status(403) },
+        { url: '/api/v1/bad-versions?service=acme-only&version=acme-3' },
+      ),
+  },
   'GET /api/v1/check': {
     why: "B's check applies B's guardrails only: A's lock on prod and A's bad version acme-3 do not exist for B",
     cases: (w) => {

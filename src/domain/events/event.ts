@@ -275,7 +275,8 @@ function show(shape: Shape, row: EventRow): Record<string, string | number | str
         lastText = new Date(ms).toISOString()
       }
       shown[step.key] = lastText
-    } else if (step.words) shown[step.key] = typeof value === 'string' && value !== '' ? value.split(',') : NO_WORDS
+    } else if (step.words)
+      shown[step.key] = typeof value === 'string' && value !== '' ? value.split(',') : NO_WORDS
     else shown[step.key] = value
   }
   return shown

@@ -1,10 +1,8 @@
 // POST and DELETE /api/v1/deployments/{id}/incident (issue 27): a pipeline or an incident tool marks
 // a deployment as having caused an incident, names what fixed it, or removes the mark. An API key
 // with the ingest scope writes (as it records events); a signed-in admin's session may too.
-import cookie from '@fastify/cookie'
-import type { FastifyInstance, FastifyRequest } from 'fastify'
+import type { FastifyInstance } from 'fastify'
 import { type Static, Type } from 'typebox'
-import type { AuditSource } from '../../domain/audit/log.js'
 import { deploymentById } from '../../domain/deployments/incident-store.js'
 import {
   type IncidentResult,
@@ -12,31 +10,14 @@ import {
   readIncidentInput,
   unmarkIncident,
 } from '../../domain/deployments/incidents.js'
-import { findSession } from '../../domain/sessions.js'
 import { FRESH } from '../plugins/fresh-deployments.js'
-import { HttpProblem, methodNotAllowed, problems } from '../problem.js'
-import { keyActor, requestActor } from '../ui/audit-context.js'
-import { cookiePolicy } from '../ui/context.js'
-import { presentedKey, spendKeyBudget } from './ingest.js'
+import { HttpProblem, methodNotAllowed } from '../problem.js'
 import { problemResponses, READ_SECURITY } from './openapi-schemas.js'
 import type { ReadOptions } from './read-auth.js'
 import { IncidentSchema } from './read-deployments.js'
-import { insufficientScope } from './scopes.js'
+import { requireWriter, writerOf } from './write-auth.js'
 
 const PATH = '/api/v1/deployments/:id/incident'
-
-/** Who writes, for which account, named for the audit log. */
-interface IncidentWriter {
-  accountId: number
-  via: 'key' | 'session'
-  source: AuditSource
-}
-
-declare module 'fastify' {
-  interface FastifyRequest {
-    incidentWriter: IncidentWriter | null
-  }
-}
 
 const Params = Type.Object({
   id: Type.String({ description: 'The deployment’s id (the id of its first event).', examples: ['120'] }),
@@ -96,79 +77,12 @@ function answerOf(id: number, result: IncidentResult): Static<typeof MarkAnswer>
   }
 }
 
-/**
- * A key decides alone (with the ingest scope; its budget is the ingest one); without a key, an
- * admin's session. A session's writes must be JSON (a cross-site form cannot send that without the
- * browser asking first), so a page elsewhere cannot make one.
- */
-async function requireWriter(scope: FastifyInstance, options: ReadOptions): Promise<void> {
-  const { sessionCookie } = cookiePolicy(options.config)
-  await scope.register(cookie, { secret: options.secret })
-  scope.decorateRequest('incidentWriter', null)
-  scope.addHook('onRequest', async (request, reply) => {
-    reply.header('cache-control', 'no-store')
-    const presented = presentedKey(request)
-    if (presented === undefined) {
-      const raw = request.cookies[sessionCookie]
-      const unsigned = raw ? request.unsignCookie(raw) : undefined
-      const user =
-        unsigned?.valid && unsigned.value ? await findSession(options.database.db, unsigned.value) : undefined
-      if (!user) throw problems.missingKey()
-      if (user.mustChangePassword || user.role !== 'admin') {
-        throw new HttpProblem(
-          403,
-          'admin-only',
-          'Admins only',
-          'Only an admin of this account can mark incidents from a browser session (or use an API key with the ingest scope).',
-        )
-      }
-      const type = request.headers['content-type'] ?? ''
-      if (request.method === 'POST' && !/^application\/json\s*(;|$)/i.test(type)) {
-        throw new HttpProblem(
-          415,
-          'unsupported-media-type',
-          'Unsupported Media Type',
-          'With a browser session, send the body as application/json.',
-        )
-      }
-      request.incidentWriter = {
-        accountId: user.accountId,
-        via: 'session',
-        source: { actor: requestActor(request, user), address: request.ip },
-      }
-      return
-    }
-    const key = await options.verifier.verify(presented)
-    if (!key) throw problems.invalidKey()
-    if (!key.canIngest) throw insufficientScope('ingest')
-    await spendKeyBudget(
-      request,
-      reply,
-      options.rateLimitStore,
-      `key:${key.digest}`,
-      options.rateLimitPerMinute,
-      `send ${options.rateLimitPerMinute} requests a minute`,
-    )
-    options.usage.touch(key.id, Date.now())
-    request.incidentWriter = {
-      accountId: key.accountId,
-      via: 'key',
-      source: { actor: keyActor(key), address: request.ip },
-    }
-  })
-}
-
-function writerOf(request: FastifyRequest): IncidentWriter {
-  if (!request.incidentWriter) throw problems.missingKey()
-  return request.incidentWriter
-}
-
 export async function incidentRoutes(app: FastifyInstance, options: ReadOptions): Promise<void> {
   const { db } = options.database
   methodNotAllowed(app, PATH, ['POST', 'DELETE'])
 
   await app.register(async (scope) => {
-    await requireWriter(scope, options)
+    await requireWriter(scope, options, 'mark incidents')
 
     scope.post(PATH, {
       attachValidation: true,
