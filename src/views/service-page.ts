@@ -11,6 +11,7 @@ import type { ServiceMeta } from '../domain/services.js'
 import type { SessionUser } from '../domain/sessions.js'
 import { servicePath } from './board-page.js'
 import { detailsCell } from './deployment-details.js'
+import { deploymentPath } from './deployments-list.js'
 import { CLOCK_SKEW } from './duration.js'
 import { badMarkHtml, flagMark, guardNotice } from './guard-marks.js'
 import { html, type SafeHtml } from './html.js'
@@ -202,7 +203,7 @@ function timeline(service: string, s: TimelineSection, index: number): SafeHtml 
           bad,
         }) => html`<tr${bad || details?.flags ? html` class="guarded"` : ''}>
           <td class="mono">${dep.version}</td>
-          <td><div><span class="state ${outcome}">${OUTCOME_LABELS[outcome]}</span>${dep.rollback ? html` <span class="mark rollback">rollback</span>` : ''}${dep.rolledBack ? html` <span class="mark rolled-back">rolled back</span>` : ''}${dep.instant ? html` <span class="hint">instant</span>` : ''}${bad ? badMarkHtml(bad) : ''}${details?.flags ? flagMark(details.flags) : ''}</div></td>
+          <td><div><span class="state ${outcome}">${OUTCOME_LABELS[outcome]}</span>${dep.rollback ? html` <span class="mark rollback">rollback</span>` : ''}${dep.rolledBack ? html` <span class="mark rolled-back">rolled back</span>` : ''}${dep.instant ? html` <span class="hint">instant</span>` : ''}${bad ? badMarkHtml(bad) : ''}${details?.flags ? flagMark(details.flags) : ''} <a href="${deploymentPath(dep.id)}" class="deployment-link" aria-label="Deployment #${dep.id}: its page and incident mark">#${dep.id}</a></div></td>
           <td>${timeTag(dep.startedAt)}</td>
           <td>${dep.finishedAt === null ? html`<span class="hint">—</span>` : timeTag(dep.finishedAt)}</td>
           <td class="num">${clockSkewed(dep) ? CLOCK_SKEW : durationMs === null ? html`<span class="hint">—</span>` : formatDuration(durationMs)}</td>
