@@ -5,6 +5,7 @@ import type { DB } from '../db/schema.js'
 import { environmentListing } from '../domain/board/environments.js'
 import { nextOccurrence, type Occurrence } from '../domain/guardrails/freeze-calendar.js'
 import { type Freeze, type FreezeSchedule, freezeOccurrence } from '../domain/guardrails/rules.js'
+import { durationWords, recurringWords } from '../domain/guardrails/schedule-words.js'
 import { loadBadVersions, loadGuardrails } from '../domain/guardrails/store.js'
 import { printableName as p } from '../text-rules.js'
 import { CliError } from './common.js'
@@ -12,43 +13,15 @@ import { formatTime, printTable } from './options.js'
 
 export type Section = 'locks' | 'freezes' | 'promotions'
 
-const DAYS = ['Sun', 'Mon', 'Tue', 'Wed', 'Thu', 'Fri', 'Sat']
-const WEEK_MINUTES = 7 * 24 * 60
-
-/** "2 d 16 h", "45 min": a length of time as people say it. */
-export function durationWords(minutes: number): string {
-  const parts = [
-    [Math.floor(minutes / 1440), 'd'],
-    [Math.floor((minutes % 1440) / 60), 'h'],
-    [minutes % 60, 'min'],
-  ] as const
-  const said = parts.filter(([n]) => n > 0).map(([n, unit]) => `${n} ${unit}`)
-  return said.length === 0 ? '0 min' : said.join(' ')
-}
-
-const clock = (minuteOfDay: number) =>
-  `${String(Math.floor(minuteOfDay / 60)).padStart(2, '0')}:${String(minuteOfDay % 60).padStart(2, '0')}`
-
 /**
- * A schedule in words: "weekly Fri 16:00 to Mon 08:00 (Europe/Berlin)" for a window that starts
- * once a week at one time (what `--weekly` makes), "daily 22:00 for 8 h (UTC)" for one a day, the
- * cron expression with its length otherwise, and the two instants of a one-off window.
+ * A schedule in words: "every Fri 16:00 to Mon 08:00 (Europe/Berlin)", "every day 22:00 to 06:00
+ * (UTC)" (as Settings says it, schedule-words.ts), and the two instants of a one-off window.
  */
 export function scheduleWords(s: FreezeSchedule): string {
   if (s.kind === 'once') return `once, ${formatTime(s.startsAt)} to ${formatTime(s.endsAt)}`
-  const zone = `(${s.timeZone})`
-  const simple = /^(\d{1,2}) (\d{1,2}) \* \* (\*|[0-7])$/.exec(s.cron.trim().replace(/\s+/g, ' '))
-  if (simple && s.durationMinutes < WEEK_MINUTES) {
-    const start = Number(simple[2]) * 60 + Number(simple[1])
-    if (simple[3] === '*') return `daily ${clock(start)} for ${durationWords(s.durationMinutes)} ${zone}`
-    const day = Number(simple[3]) % 7
-    const end = (day * 1440 + start + s.durationMinutes) % WEEK_MINUTES
-    return `weekly ${DAYS[day]} ${clock(start)} to ${DAYS[Math.floor(end / 1440)]} ${clock(end % 1440)} ${zone}`
-  }
-  return `cron "${s.cron}" for ${durationWords(s.durationMinutes)} ${zone}`
+  return `${recurringWords(s.cron, s.durationMinutes)} (${s.timeZone})`
 }
 
-/** The next occurrence of a window that starts after `now` (a one-off window has at most one). */
 function nextOf(f: Freeze, now: number): Occurrence | null {
   const s = f.schedule
   if (s.kind === 'once') return s.startsAt > now ? { start: s.startsAt, end: s.endsAt } : null

@@ -2,8 +2,8 @@
 // promotion rules and bad versions as tables, and for admins the buttons and forms that change them.
 import type { Occurrence } from '../domain/guardrails/freeze-calendar.js'
 import type { BadVersion, Freeze, Lock, PromotionRule } from '../domain/guardrails/rules.js'
+import { recurringWords } from '../domain/guardrails/schedule-words.js'
 import type { SessionUser } from '../domain/sessions.js'
-import { formatDuration } from './duration.js'
 import {
   badVersionForm,
   FIELD_IDS,
@@ -58,53 +58,10 @@ function wallText(at: number, zone: string): string {
   return format.format(at)
 }
 
-const DAYS = ['Sun', 'Mon', 'Tue', 'Wed', 'Thu', 'Fri', 'Sat']
-const two = (n: number) => String(n).padStart(2, '0')
-const clock = (minuteOfDay: number) => `${two(Math.floor(minuteOfDay / 60))}:${two(minuteOfDay % 60)}`
-
-/** A cron's day-of-week field as days: "5" → Fri, "1-5" → Mon–Fri, "0,6" → Sun, Sat; else null. */
-function weekdays(field: string): string | null {
-  if (!/^[0-7](-[0-7])?(,[0-7](-[0-7])?)*$/.test(field)) return null
-  return field
-    .split(',')
-    .map((part) =>
-      part
-        .split('-')
-        .map((d) => DAYS[Number(d) % 7])
-        .join('–'),
-    )
-    .join(', ')
-}
-
-/**
- * A recurring window in words, for the table and the notice: "every Fri 16:00 to Mon 08:00", "every
- * Mon–Fri 18:00 to 08:00", "every day 22:00 to 06:00" when the cron starts at one time of some
- * weekdays (or of every day), else the cron and its duration.
- */
-export function recurringText(cron: string, durationMinutes: number): string {
-  const m = /^(\d{1,2}) (\d{1,2}) \* \* (\S+)$/.exec(cron.trim())
-  const minute = Number(m?.[1])
-  const hour = Number(m?.[2])
-  const days = m?.[3] === '*' ? 'day' : weekdays(m?.[3] ?? '')
-  if (m && days !== null && minute < 60 && hour < 24) {
-    const start = hour * 60 + minute
-    const single = /^[0-7]$/.test(m[3] ?? '')
-    if (single && durationMinutes < 7 * 24 * 60) {
-      const day = Number(m[3]) % 7
-      const end = (day * 24 * 60 + start + durationMinutes) % (7 * 24 * 60)
-      return `every ${days} ${clock(start)} to ${DAYS[Math.floor(end / (24 * 60))]} ${clock(end % (24 * 60))}`
-    }
-    if (durationMinutes < 24 * 60) {
-      return `every ${days} ${clock(start)} to ${clock((start + durationMinutes) % (24 * 60))}`
-    }
-  }
-  return `cron "${cron}" for ${formatDuration(durationMinutes * 60_000)}`
-}
-
 function scheduleCell(f: Freeze): SafeHtml {
   const s = f.schedule
   if (s.kind === 'once') return html`one-off, ${timeTag(s.startsAt)} to ${timeTag(s.endsAt)}`
-  return html`${recurringText(s.cron, s.durationMinutes)}`
+  return html`${recurringWords(s.cron, s.durationMinutes)}`
 }
 
 /** An instant for the viewer (their zone once the script runs, UTC on hover) and on the window's clock. */

@@ -348,12 +348,12 @@ test('freeze, versions and promotion commands, and check: exit 5 with every reas
   assert.ok(next)
   assert.equal(
     recurring[2]?.replace(/ {2,}/g, '  '),
-    `3  staging  weekly Fri 16:00 to Mon 08:00 (Europe/Berlin)  ${shown(next.start)} to ${shown(next.end)}  ${open ? `yes, until ${shown(open.end)}` : 'no'}  weekend`,
+    `3  staging  every Fri 16:00 to Mon 08:00 (Europe/Berlin)  ${shown(next.start)} to ${shown(next.end)}  ${open ? `yes, until ${shown(open.end)}` : 'no'}  weekend`,
   )
   const nightly = (await cli(['freeze', 'list', '--account', 'Acme', 'dev'])).stdout
   assert.match(
     nightly,
-    /\n4 +dev +daily 22:00 for 8 h \(UTC\) +\S+Z to \S+Z +(no|yes, until \S+Z) +nightly\n/,
+    /\n4 +dev +every day 22:00 to 06:00 \(UTC\) +\S+Z to \S+Z +(no|yes, until \S+Z) +nightly\n/,
   )
 
   const missing = await cli(['freeze', 'remove', '--account', 'Acme', '99'])

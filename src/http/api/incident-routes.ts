@@ -1,6 +1,7 @@
 // POST and DELETE /api/v1/deployments/{id}/incident (issue 27): a pipeline or an incident tool marks
 // a deployment as having caused an incident, names what fixed it, or removes the mark. An API key
 // with the ingest scope writes (as it records events); a signed-in admin's session may too.
+
 import type { FastifyInstance } from 'fastify'
 import { type Static, Type } from 'typebox'
 import { deploymentById } from '../../domain/deployments/incident-store.js'
@@ -10,6 +11,7 @@ import {
   readIncidentInput,
   unmarkIncident,
 } from '../../domain/deployments/incidents.js'
+import { MAX_ID, parseWholeNumber } from '../../domain/whole-numbers.js'
 import { FRESH } from '../plugins/fresh-deployments.js'
 import { HttpProblem, methodNotAllowed } from '../problem.js'
 import { problemResponses, READ_SECURITY } from './openapi-schemas.js'
@@ -57,7 +59,7 @@ const PROBLEMS = problemResponses(400, 401, 403, 404, 414, 415, 422, 429, 503)
 
 /** The deployment id of the path; anything but a whole number names no deployment (404). */
 function deploymentIdOf(text: string): number {
-  const id = /^\d{1,15}$/.test(text) ? Number(text) : Number.NaN
+  const id = parseWholeNumber(text, 1, MAX_ID) ?? Number.NaN
   if (!Number.isSafeInteger(id) || id <= 0) {
     throw new HttpProblem(404, 'not-found', 'Not found', `This account has no deployment "${text}".`)
   }

@@ -1,6 +1,7 @@
 // /deployments/<id>/: one deployment's page, and the admins' forms that mark it as having caused an
 // incident, name its fix, remove the mark, or say "this fixed #N" from the fixing deployment (issue
 // 27). Plain forms with CSRF; a refused value comes back (422) beside its field, nothing changed.
+
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import { Type } from 'typebox'
@@ -21,6 +22,7 @@ import {
 } from '../../domain/deployments/incidents.js'
 import { outcomeAt } from '../../domain/deployments/rules.js'
 import { type SessionUser, takeFlash } from '../../domain/sessions.js'
+import { MAX_ID, parseWholeNumber } from '../../domain/whole-numbers.js'
 import { deploymentPage } from '../../views/deployment-page.js'
 import { deploymentPath } from '../../views/deployments-list.js'
 import { FRESH } from '../plugins/fresh-deployments.js'
@@ -42,7 +44,7 @@ const noSuchDeployment = () =>
 
 /** The id of the path; anything but a whole number names no deployment. */
 function idOf(text: string): number {
-  return /^\d{1,15}$/.test(text) ? Number(text) : Number.NaN
+  return parseWholeNumber(text, 1, MAX_ID) ?? Number.NaN
 }
 
 export const deploymentRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app, ctx) => {

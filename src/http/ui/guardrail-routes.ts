@@ -21,16 +21,12 @@ import {
   readPromotionInput,
 } from '../../domain/guardrails/inputs.js'
 import { removePromotionRule, setPromotionRule } from '../../domain/guardrails/promotion-commands.js'
+import { recurringWords } from '../../domain/guardrails/schedule-words.js'
 import { loadBadVersions, loadFreezes, loadLocks, loadPromotionRules } from '../../domain/guardrails/store.js'
 import { knownNames } from '../../domain/names/rename.js'
 import { type SessionUser, takeFlash } from '../../domain/sessions.js'
 import { MAX_ID, parseWholeNumber } from '../../domain/whole-numbers.js'
-import {
-  guardrailsPage,
-  promotionText,
-  type RefusedForm,
-  recurringText,
-} from '../../views/guardrails-page.js'
+import { guardrailsPage, promotionText, type RefusedForm } from '../../views/guardrails-page.js'
 import { FRESH } from '../plugins/fresh-deployments.js'
 import { HttpProblem } from '../problem.js'
 import { auditSource } from './audit-context.js'
@@ -209,7 +205,7 @@ export const guardrailRoutes: FastifyPluginAsyncTypebox<UiContext> = async (app,
       const words =
         s.kind === 'once'
           ? `from ${utcText(s.startsAt)} to ${utcText(s.endsAt)}`
-          : `${recurringText(s.cron, s.durationMinutes)} (${s.timeZone})`
+          : `${recurringWords(s.cron, s.durationMinutes)} (${s.timeZone})`
       return changed(
         reply,
         user,
