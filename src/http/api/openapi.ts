@@ -171,7 +171,8 @@ export async function registerOpenApi(
             type: 'apiKey',
             in: 'cookie',
             name: 'shiplog_session',
-            description: 'A logged-in browser session (reads only).',
+            description:
+              'A logged-in browser session: it reads; an admin’s session may also mark versions bad and deployments as incidents (JSON bodies only).',
           },
         },
       },
