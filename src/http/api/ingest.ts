@@ -2,7 +2,7 @@
 import type { FastifyInstance, FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify'
 import { Type } from 'typebox'
 import type { EventSource } from '../../db/schema.js'
-import type { OutageLog } from '../../domain/database-errors.js'
+import { isDatabaseUnavailable, type OutageLog } from '../../domain/database-errors.js'
 import {
   ApiEventSchema,
   DEPLOY_NAMES,
@@ -17,6 +17,7 @@ import { IDEMPOTENCY_WINDOW_MS } from '../../domain/events/store.js'
 import type { EventWriter } from '../../domain/events/writer.js'
 import type { GuardrailCache } from '../../domain/guardrails/check.js'
 import type { ApiKeyVerifier, KeyUsageRecorder, VerifiedKey } from '../../domain/keys.js'
+import type { GuardrailRule } from '../../text-rules.js'
 import { HttpProblem, methodNotAllowed, problems } from '../problem.js'
 import { checkRateLimit, type RateLimitStore } from '../rate-limit.js'
 import { insufficientScope } from './scopes.js'
@@ -215,6 +216,24 @@ function idempotencyKey(request: FastifyRequest): { value: string | null } | { e
   return errors.length > 0 ? { errors } : { value }
 }
 
+/**
+ * The guardrails an event broke, when they had to be read or evaluated. Recording never refuses the
+ * truth (SPEC §11): if that fails for any reason but the database being down (when the write would
+ * fail too, and 503 says so), the event is stored without the list, and the failure is logged.
+ */
+async function judged(
+  asked: Promise<readonly GuardrailRule[]>,
+  request: FastifyRequest,
+): Promise<readonly GuardrailRule[]> {
+  try {
+    return await asked
+  } catch (err) {
+    if (isDatabaseUnavailable(err)) throw err
+    request.log.error({ err }, 'guardrails could not be evaluated; the event is stored without them')
+    return []
+  }
+}
+
 export const ingestRoutes: FastifyPluginAsync<IngestOptions> = async (app, options) => {
   const { writer, verifier, usage, guardrails } = options
   const timeBounds = boundsOfDays(options.maxEventAgeDays ?? DEFAULT_MAX_EVENT_AGE_DAYS)
@@ -264,7 +283,7 @@ export const ingestRoutes: FastifyPluginAsync<IngestOptions> = async (app, optio
         const input = result.value
         // Synchronous for an account without guardrails (cached): no await, nothing allocated.
         const asked = guardrails.brokenBy(key.accountId, input, receivedAt)
-        const broken = asked instanceof Promise ? await asked : asked
+        const broken = asked instanceof Promise ? await judged(asked, request) : asked
         const outcome = await writer.record({
           accountId: key.accountId,
           apiKeyId: key.id,
