@@ -105,8 +105,21 @@ test('/metrics after traffic of every kind passes promtool check metrics', {
     await new Promise((r) => setTimeout(r, 20))
   }
   assert.ok(good.received.length > 0 && bad.received.length > 0, 'both targets were called')
-
-  const res = await app.inject({ url: '/metrics' })
+  // A target has the request before the sender has its answer and counts it (a background run may
+  // still be on it): scrape until both outcomes are counted.
+  const counted = (payload: string) =>
+    ['delivered', 'failed'].every((outcome) => {
+      const line = payload
+        .split('\n')
+        .find((l) => l.startsWith(`shiplog_webhook_deliveries_total{outcome="${outcome}"} `))
+      return line !== undefined && Number(line.split(' ')[1]) > 0
+    })
+  let res = await app.inject({ url: '/metrics' })
+  for (let i = 0; i < 250 && !counted(res.payload); i++) {
+    await app.webhooks.runOnce()
+    await new Promise((r) => setTimeout(r, 20))
+    res = await app.inject({ url: '/metrics' })
+  }
   assert.equal(res.statusCode, 200)
   stream.abort()
   await reader?.cancel().catch(() => {})
